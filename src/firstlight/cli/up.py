@@ -1,0 +1,79 @@
+"""`firstlight up SPEC`: launch, watch phase by phase, return 0 when ready or 1 with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from firstlight.cli.common import (
+    StoreOption,
+    console,
+    err_console,
+    fail,
+    open_store,
+    print_diagnosis,
+    view_mode,
+)
+from firstlight.deployment import SpecError, load_deployment
+from firstlight.launch.control import start_launch, stop_launch
+from firstlight.launch.view import LaunchView, timeline_table
+from firstlight.store import Launch, Store
+
+
+def up(
+    spec: Annotated[Path, typer.Argument(help="the Deployment spec (YAML)")],
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="return once launched; the watcher keeps recording")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Launch the engine and watch it until it is ready (exit 0), failed or stalled (exit 1)."""
+    try:
+        dep = load_deployment(spec)
+    except SpecError as e:
+        fail(str(e), 2)
+    db = open_store(store)
+    launch = start_launch(db, dep)
+    if detach:
+        console.print(f"launch {launch.id}: {dep.name} ({dep.engine}) starting → {dep.url}")
+        console.print(f"log: {launch.log_path}")
+        console.print(f"follow it with `firstlight watch {launch.id}`; stop it with `firstlight down {launch.id}`")
+        return
+    raise typer.Exit(watch_until_decided(db, launch, json_out, stop_on_interrupt=True))
+
+
+def watch_until_decided(db: Store, launch: Launch, json_out: bool, stop_on_interrupt: bool) -> int:
+    mode = view_mode(json_out)
+    view = LaunchView(db, launch.id, mode, console)
+    try:
+        final = view.follow()
+    except KeyboardInterrupt:
+        if not stop_on_interrupt:
+            err_console.print(f"detached from launch {launch.id}; it keeps running (`firstlight down {launch.id}`)")
+            return 130
+        current = db.get_launch(launch.id) or launch
+        stop_launch(db, current)
+        err_console.print(f"interrupted: launch {launch.id} stopped; full log kept at {current.log_path}")
+        return 130
+    if mode != "json":
+        view.timeline.close(final.ended or view.timeline.rows[-1].start if view.timeline.rows else 0.0)
+        if mode == "plain":
+            console.print(timeline_table(view.timeline))
+        report_outcome(final)
+    return 0 if final.state == "ready" else 1
+
+
+def report_outcome(launch: Launch) -> None:
+    if launch.state == "ready":
+        console.print(Text.assemble(("ready", "bold green"), f": {launch.name} serves at {launch.url}"))
+        return
+    style = "bold yellow" if launch.state == "stalled" else "bold red"
+    console.print(Text.assemble((launch.state, style), f": {launch.reason or ''}"))
+    print_diagnosis(launch.diagnosis, launch.log_path)
+    console.print(f"full log: {launch.log_path}")
+    if launch.state == "stalled":
+        console.print(f"the engine is still running for inspection; stop it with `firstlight down {launch.id}`")

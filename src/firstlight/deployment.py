@@ -1,0 +1,184 @@
+"""The Deployment spec: what to run, loaded from YAML and validated with errors that say how to fix them."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+EngineName = Literal["vllm", "sglang", "transformers"]
+ArgValue = str | int | float | bool | list[Any] | dict[str, Any] | None
+
+# Example values quoted in error messages, so a user sees a right value next to the wrong one.
+EXAMPLES: dict[str, str] = {
+    "engine": "engine: vllm   # one of vllm, sglang, transformers",
+    "python": "python: ../.venv-engine/bin/python   # the engine's own interpreter",
+    "model": "model: ../models/tiny-llama   # a local model directory",
+    "served_model_name": "served_model_name: tiny-llama",
+    "host": "host: 127.0.0.1",
+    "port": "port: 8000   # 1-65535",
+    "parallel": "parallel: {tp: 8, pp: 1, dp: 1, ep: 1}",
+    "args": "args: {max-model-len: 2048, enforce-eager: true}",
+    "env": 'env: {VLLM_CPU_KVCACHE_SPACE: "1"}',
+    "supervisor": "supervisor: embedded",
+    "stall": "stall: {weights_loading: 1800, process_start: 300}   # seconds without progress per phase",
+    "log_dir": "log_dir: ~/.firstlight/logs",
+    "name": "name: tiny-vllm-cpu",
+    "probe_timeout": "probe_timeout: 30",
+}
+
+# Seconds a phase may go without a progress event before the launch counts as stalled. A 600 GB
+# model loads for many minutes while printing shard progress; a hang prints nothing.
+DEFAULT_STALL_S: dict[str, float] = {
+    "process_start": 300,
+    "distributed_init": 600,
+    "weights_loading": 1200,
+    "weights_loaded": 900,
+    "kv_cache_allocated": 900,
+    "cuda_graph_capture": 1200,
+    "cuda_graph_done": 600,
+    "http_listening": 300,
+    "warmup_done": 300,
+}
+
+
+class SpecError(Exception):
+    """A spec that cannot be used: the message names the field, the problem and a right value."""
+
+
+class Parallel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tp: int = Field(1, ge=1)
+    pp: int = Field(1, ge=1)
+    dp: int = Field(1, ge=1)
+    ep: int = Field(1, ge=1)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+class Deployment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("", description="a short name; defaults to the served model name")
+    engine: EngineName
+    python: Path = Field(description="the engine's interpreter; engines live in their own environment")
+    model: Path
+    served_model_name: str = ""
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    parallel: Parallel = Field(default_factory=Parallel)
+    args: dict[str, ArgValue] | list[str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    supervisor: Literal["embedded", "systemd"] = "embedded"
+    stall: dict[str, float] = Field(default_factory=dict)
+    log_dir: Path = Path("~/.firstlight/logs")
+    probe_timeout: float = Field(60.0, gt=0, description="seconds for the one-token readiness generation")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): _env_value(v) for k, v in value.items()}
+        return value
+
+    @field_validator("stall")
+    @classmethod
+    def _known_phases(cls, value: dict[str, float]) -> dict[str, float]:
+        for phase, seconds in value.items():
+            if phase not in DEFAULT_STALL_S:
+                raise ValueError(f"unknown phase {phase!r}; phases: {', '.join(DEFAULT_STALL_S)}")
+            if seconds <= 0:
+                raise ValueError(f"{phase}: the allowance must be positive seconds")
+        return value
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _no_spaces(cls, value: str) -> str:
+        if re.search(r"\s", value):
+            raise ValueError("must not contain whitespace")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults(self) -> Deployment:
+        if not self.served_model_name:
+            self.served_model_name = self.model.name
+        if not self.name:
+            self.name = self.served_model_name
+        return self
+
+    def stall_allowance(self, phase: str) -> float | None:
+        if phase not in DEFAULT_STALL_S:
+            return None
+        return self.stall.get(phase, DEFAULT_STALL_S[phase])
+
+    @property
+    def url(self) -> str:
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def resolved(self, base: Path) -> Deployment:
+        """Paths in a spec file are relative to the file, so a spec works from any directory."""
+        update: dict[str, Any] = {}
+        for field in ("python", "model", "log_dir"):
+            path = Path(str(getattr(self, field))).expanduser()
+            if not path.is_absolute() and (field != "python" or "/" in str(path)):
+                # normpath, not resolve(): a venv's python is a symlink that must stay one
+                path = Path(os.path.normpath(base / path))
+            update[field] = path
+        return self.model_copy(update=update)
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: the spec is not valid"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown field; known fields: {', '.join(Deployment.model_fields)}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        top = str(e["loc"][0]) if e["loc"] else ""
+        example = EXAMPLES.get(top, "")
+        lines.append(f"  {loc}: {msg}" + (f"\n      e.g. {example}" if example else ""))
+    return "\n".join(lines)
+
+
+def load_deployment(path: Path | str) -> Deployment:
+    """Load and validate a spec file; raise SpecError with a readable message."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such spec file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not a text file ({e.reason})") from e
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{path}: the spec must be a mapping of fields, e.g.\n  engine: vllm\n  model: ../models/tiny-llama"
+        )
+    try:
+        dep = Deployment.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(format_validation_error(e, str(path))) from e
+    return dep.resolved(Path(os.path.abspath(path)).parent)
+
+
+__all__ = ["Deployment", "Parallel", "SpecError", "load_deployment"]

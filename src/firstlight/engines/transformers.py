@@ -1,0 +1,48 @@
+"""`transformers serve`: the simplest engine, quiet logs (reference/cpu-engines.md §1)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from firstlight.deployment import Deployment
+from firstlight.engines.base import EngineAdapter, compile_all, extra_args
+from firstlight.launch.phases import phase_rules, progress_rules
+
+
+def build_argv(dep: Deployment) -> list[str]:
+    # The console script sits beside the interpreter; the server pins the model id it was given.
+    cli = Path(dep.python).parent / "transformers"
+    return [
+        str(cli),
+        "serve",
+        str(dep.model),
+        "--host",
+        dep.host,
+        "--port",
+        str(dep.port),
+        *extra_args(dep.args),
+    ]
+
+
+TRANSFORMERS = EngineAdapter(
+    name="transformers",
+    build_argv=build_argv,
+    phases=phase_rules(
+        ("weights_loading", r"\[transformers\] Loading |Loading weights:|Loading checkpoint shards"),
+        ("weights_loaded", r"Loading weights: 100%|Loading checkpoint shards: 100%"),
+        ("http_listening", r"Started server process|Uvicorn running on "),
+    ),
+    progress=progress_rules(
+        (
+            "weights_loading",
+            r"Loading (?:weights|checkpoint shards):\s+\d+%.*?\|\s*(?P<done>\d+)/(?P<total>\d+)",
+            "tensors",
+        ),
+    ),
+    ready_line=re.compile(r"Application startup complete\."),
+    fingerprints=compile_all(r"\[transformers\]", r"transformers serve", r"\btransformers/"),
+    metrics_path=None,
+    default_env={"HF_HUB_OFFLINE": "1"},
+    request_model=lambda d: str(d.model),
+)

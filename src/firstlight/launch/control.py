@@ -1,0 +1,77 @@
+"""Starting and stopping launches: what `up` and `down` do, usable from other commands too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from firstlight.deployment import Deployment
+from firstlight.facts.gpus import Nvml
+from firstlight.launch.supervisor import group_members, stop_group
+from firstlight.store import Launch, Store
+
+
+def start_launch(store: Store, dep: Deployment) -> Launch:
+    """Record the launch and start its watcher, which starts the engine. Returns at once."""
+    log_dir = Path(dep.log_dir).expanduser()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    launch_id = store.add_launch(dep.name, dep.engine, dep.model_dump(mode="json"), dep.url, "")
+    log_path = log_dir / f"{_safe(dep.name)}-{launch_id}.log"
+    store.update_launch(launch_id, log_path=str(log_path))
+    with open(log_dir / f"{_safe(dep.name)}-{launch_id}.watcher.log", "ab") as wlog:
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "firstlight.launch.daemon",
+                "--store",
+                str(store.path),
+                "--launch",
+                str(launch_id),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=wlog,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    launch = store.get_launch(launch_id)
+    assert launch is not None
+    return launch
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "launch"
+
+
+@dataclass
+class StopResult:
+    stopped: list[int]  # pids that were running
+    survivors: list[int]  # pids still alive after SIGKILL
+    gpu_holders: list[int]  # of the stopped pids, those NVML still shows holding GPU memory
+
+
+def stop_launch(store: Store, launch: Launch, grace: float = 15.0) -> StopResult:
+    """SIGTERM the engine's group, SIGKILL after `grace`; check that nothing is left, on the GPU too."""
+    if launch.pgid is None:
+        store.update_launch(launch.id, state="stopped", ended=time.time(), reason="stopped before it started")
+        return StopResult([], [], [])
+    members = [p.pid for p in group_members(launch.pgid)]
+    if launch.state not in ("failed", "exited"):
+        store.update_launch(launch.id, state="stopped", ended=time.time(), reason="stopped by firstlight down")
+    store.add_event(launch.id, "down", launch.phase, pids=members)
+    survivors = stop_group(launch.pgid, grace=grace)
+    gpu_holders: list[int] = []
+    nvml = Nvml()
+    if nvml.available:
+        deadline = time.monotonic() + 10  # the driver releases memory shortly after the process is gone
+        while True:
+            held = {pid for m in nvml.memory() for pid in m.processes}
+            gpu_holders = sorted(held & set(members))
+            if not gpu_holders or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        nvml.close()
+    return StopResult(members, survivors, gpu_holders)

@@ -1,0 +1,43 @@
+"""The detached watcher process: `python -m firstlight.launch.daemon --store PATH --launch ID`.
+
+`up` starts it in a session of its own, so the launch keeps being recorded after `up` returns or
+the terminal closes; the engine is its child, so its exit is noticed the moment it happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+import traceback
+
+from firstlight.deployment import Deployment
+from firstlight.launch.watcher import Watcher
+from firstlight.store import Store
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="firstlight-watcher")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--launch", type=int, required=True)
+    args = parser.parse_args(argv)
+    store = Store(args.store)
+    launch = store.get_launch(args.launch)
+    if launch is None:
+        print(f"no launch {args.launch} in {args.store}", file=sys.stderr)
+        return 2
+    # The watcher must outlive a closed terminal; `down` stops the engine, and the watcher follows.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        outcome = Watcher(store, launch.id, Deployment.model_validate(launch.spec)).run()
+    except Exception as e:
+        traceback.print_exc()
+        store.update_launch(launch.id, state="failed", ended=time.time(), reason=f"watcher error: {e}")
+        store.add_event(launch.id, "failed", None, reason=f"watcher error: {e}")
+        return 1
+    return 0 if outcome in ("ready", "stopped", "exited") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The phase machine: log lines in, phase and progress events out.
+
+One machine serves both the live watcher and the offline diagnosis, so they agree. It never goes
+backwards: a line that matches an earlier phase (a second rank's "Load weight begin") is progress,
+not a regression.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+PHASES: tuple[str, ...] = (
+    "process_start",
+    "distributed_init",
+    "weights_loading",
+    "weights_loaded",
+    "kv_cache_allocated",
+    "cuda_graph_capture",
+    "cuda_graph_done",
+    "http_listening",
+    "warmup_done",
+    "ready",
+)
+PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+
+# Lines carry their own clock in several dialects; keep the text as the engine wrote it.
+_LOG_TIME = re.compile(
+    r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"  # SGLang, TGI, python logging
+    r"|\b\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"  # vLLM: MM-DD HH:MM:SS
+    r"|\[\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2}\])"  # TensorRT-LLM
+)
+
+
+def log_time(line: str) -> str | None:
+    m = _LOG_TIME.search(line[:120])
+    return m.group("ts") if m else None
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    """A line matching `pattern` means the launch has reached `phase`."""
+
+    phase: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class ProgressRule:
+    """A line matching `pattern` is progress inside `phase`; groups `done` and `total` when known."""
+
+    phase: str
+    pattern: re.Pattern[str]
+    label: str
+
+
+def phase_rules(*pairs: tuple[str, str]) -> tuple[PhaseRule, ...]:
+    for phase, _ in pairs:
+        assert phase in PHASE_INDEX, phase
+    return tuple(PhaseRule(phase, re.compile(rx)) for phase, rx in pairs)
+
+
+def progress_rules(*triples: tuple[str, str, str]) -> tuple[ProgressRule, ...]:
+    return tuple(ProgressRule(phase, re.compile(rx), label) for phase, rx, label in triples)
+
+
+@dataclass
+class PhaseEvent:
+    phase: str
+    entered: bool  # True when this event moved the machine into `phase`
+    line_no: int
+    line: str
+    log_time: str | None
+    progress: dict[str, object] | None = None
+
+
+@dataclass
+class PhaseMachine:
+    rules: tuple[PhaseRule, ...]
+    progress: tuple[ProgressRule, ...] = ()
+    current: str = "process_start"
+    seen: list[str] = field(default_factory=lambda: ["process_start"])
+
+    @property
+    def index(self) -> int:
+        return PHASE_INDEX[self.current]
+
+    def advance(self, phase: str) -> bool:
+        """Move forward to `phase`; return whether the machine moved."""
+        if PHASE_INDEX[phase] <= self.index:
+            return False
+        self.current = phase
+        self.seen.append(phase)
+        return True
+
+    def feed(self, line: str, line_no: int) -> PhaseEvent | None:
+        """The one event a line produces, if any. Progress bars are checked first, so a bar that also
+        marks its phase's start carries its k/n."""
+        for prog in self.progress:
+            m = prog.pattern.search(line)
+            if not m:
+                continue
+            entered = self.advance(prog.phase)
+            if not entered and prog.phase != self.current:
+                continue
+            info: dict[str, object] = {"label": prog.label}
+            groups = m.groupdict()
+            for key in ("done", "total"):
+                if groups.get(key) is not None:
+                    info[key] = int(groups[key])
+            if groups.get("detail"):
+                info["detail"] = groups["detail"]
+            return PhaseEvent(prog.phase, entered, line_no, line, log_time(line), info)
+        for rule in self.rules:
+            if rule.pattern.search(line):
+                if self.advance(rule.phase):
+                    return PhaseEvent(rule.phase, True, line_no, line, log_time(line))
+                if rule.phase == self.current:
+                    return PhaseEvent(rule.phase, False, line_no, line, log_time(line))
+        return None

@@ -1,0 +1,229 @@
+"""The watcher: starts the engine, turns its log, its exit and HTTP probes into events, and decides.
+
+ready   the engine's readiness rule passed and one token was generated;
+stalled the current phase made no progress for longer than its allowance;
+failed  the engine exited before ready, or a fatal line appeared and the engine did not recover.
+
+Everything is written to the store as it happens. The log is read as it grows (every 50 ms at
+most), the engine's exit is noticed the moment `waitpid` returns, and probes are woken by the
+log's "listening" lines rather than by a fixed interval.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from firstlight.deployment import Deployment
+from firstlight.diagnose import diagnose_file
+from firstlight.engines import get_engine
+from firstlight.facts.gpus import Nvml
+from firstlight.launch.follow import LogFollower
+from firstlight.launch.phases import PHASE_INDEX
+from firstlight.launch.probe import ProbeResult, ReadinessProber
+from firstlight.launch.supervisor import start_engine, stop_group
+from firstlight.store import Store
+
+TICK_S = 0.05
+FATAL_GRACE_S = 5.0  # after a fatal line, how long the engine gets to exit by itself
+GPU_SAMPLE_S = 1.0
+
+
+@dataclass
+class _State:
+    phase: str = "process_start"
+    outcome: str = "starting"
+    last_progress: float = field(default_factory=time.monotonic)
+    fatal_at: float | None = None
+    fatal_line: str | None = None
+    stalled: bool = False
+
+
+class Watcher:
+    def __init__(self, store: Store, launch_id: int, dep: Deployment) -> None:
+        self.store = store
+        self.launch_id = launch_id
+        self.dep = dep
+        self.adapter = get_engine(dep.engine)
+        launch = store.get_launch(launch_id)
+        assert launch is not None
+        self.log_path = Path(launch.log_path)
+        self.machine = self.adapter.machine()
+        self.state = _State()
+        self.inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.nvml = Nvml()
+
+    # events
+
+    def event(self, kind: str, phase: str | None = None, **data: Any) -> None:
+        self.store.add_event(self.launch_id, kind, phase, **data)
+
+    def set_state(self, outcome: str, **fields: Any) -> None:
+        self.state.outcome = outcome
+        self.store.update_launch(self.launch_id, state=outcome, **fields)
+
+    # threads feeding the inbox
+
+    def _wait_exit(self, proc) -> None:  # type: ignore[no-untyped-def]
+        code = proc.wait()
+        self.inbox.put(("exit", code))
+
+    def _sample_gpus(self, stop: threading.Event) -> None:
+        while not stop.wait(GPU_SAMPLE_S):
+            mem = self.nvml.memory()
+            if mem:
+                self.inbox.put(("gpu", [m.__dict__ for m in mem]))
+
+    # the loop
+
+    def run(self) -> str:
+        started = start_engine(self.dep, self.adapter, self.log_path)
+        pgid = started.pid  # start_new_session makes the engine its own group leader
+        self.store.update_launch(self.launch_id, pid=started.pid, pgid=pgid, argv=started.argv, watcher_pid=os.getpid())
+        self.event("phase", "process_start", entered=True, pid=started.pid, argv=started.argv)
+        threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
+        stop_sampling = threading.Event()
+        if self.nvml.available:
+            threading.Thread(target=self._sample_gpus, args=(stop_sampling,), daemon=True).start()
+        prober = ReadinessProber(
+            self.dep.url,
+            self.adapter.health_path,
+            self.adapter.request_model(self.dep),
+            self.dep.probe_timeout,
+            lambda r: self.inbox.put(("probe", r)),
+        )
+        prober.start()
+        follower = LogFollower(self.log_path)
+        try:
+            return self._loop(follower, prober, pgid)
+        finally:
+            prober.stop()
+            stop_sampling.set()
+            follower.close()
+            self.nvml.close()
+
+    def _loop(self, follower: LogFollower, prober: ReadinessProber, pgid: int) -> str:
+        while True:
+            for line_no, line in follower.read_available():
+                self._on_line(line_no, line, prober)
+            try:
+                kind, payload = self.inbox.get(timeout=TICK_S)
+            except queue.Empty:
+                kind, payload = "tick", None
+            if kind == "exit":
+                for line_no, line in follower.flush():
+                    self._on_line(line_no, line, prober)
+                return self._on_exit(payload, pgid)
+            if kind == "probe":
+                self._on_probe(payload)
+            elif kind == "gpu":
+                self.event("gpu", self.state.phase, gpus=payload)
+            self._check_deadlines(pgid)
+            if self.state.outcome == "failed":
+                return "failed"
+
+    def _on_line(self, line_no: int, line: str, prober: ReadinessProber) -> None:
+        if self.adapter.ready_line and self.adapter.ready_line.search(line):
+            prober.hint()
+        ev = self.machine.feed(line, line_no)
+        if ev is not None:
+            self.state.last_progress = time.monotonic()
+            if self.state.stalled:
+                self.state.stalled = False
+                self.set_state("starting")
+                self.event("resumed", ev.phase)
+            if ev.entered:
+                self.state.phase = ev.phase
+                self.store.update_launch(self.launch_id, phase=ev.phase)
+                if PHASE_INDEX[ev.phase] >= PHASE_INDEX["http_listening"]:
+                    prober.hint()
+            self.event(
+                "phase" if ev.entered else "progress",
+                ev.phase,
+                entered=ev.entered,
+                line_no=line_no,
+                line=line[:500],
+                log_time=ev.log_time,
+                progress=ev.progress,
+            )
+        if self.state.fatal_at is None and self.state.outcome != "ready" and self.adapter.is_fatal(line):
+            self.state.fatal_at = time.monotonic()
+            self.state.fatal_line = line
+            self.event("fatal_line", self.state.phase, line_no=line_no, line=line[:500])
+
+    def _on_probe(self, result: ProbeResult) -> None:
+        if not result.ok:
+            self.event(
+                "probe",
+                self.state.phase,
+                ok=False,
+                stage=result.stage,
+                detail=result.detail,
+                status=result.status,
+            )
+            return
+        if self.state.outcome == "ready":
+            return
+        self.machine.advance("ready")
+        self.state.phase = "ready"
+        self.store.update_launch(self.launch_id, phase="ready")
+        self.event(
+            "phase",
+            "ready",
+            entered=True,
+            detail=result.detail,
+            token=result.token,
+            latency_s=result.latency_s,
+        )
+        self.set_state("ready")
+
+    def _check_deadlines(self, pgid: int) -> None:
+        st = self.state
+        now = time.monotonic()
+        if st.fatal_at is not None and st.outcome == "starting" and now - st.fatal_at > FATAL_GRACE_S:
+            self._fail(f"fatal error in the log: {st.fatal_line}", None, pgid)
+            return
+        if st.outcome not in ("starting",) or st.stalled:
+            return
+        allowance = self.dep.stall_allowance(st.phase)
+        if allowance is not None and now - st.last_progress > allowance:
+            st.stalled = True
+            reason = (
+                f"stalled in {st.phase}: no progress for {now - st.last_progress:.1f} s (allowance {allowance:g} s)"
+            )
+            diagnosis = diagnose_file(self.log_path, self.adapter.name)
+            self.set_state("stalled", reason=reason, diagnosis=diagnosis.to_dict())
+            self.event("stalled", st.phase, reason=reason, allowance=allowance)
+
+    def _on_exit(self, code: int, pgid: int) -> str:
+        self.event("exit", self.state.phase, exit_code=code)
+        launch = self.store.get_launch(self.launch_id)
+        if launch is not None and launch.state == "stopped":
+            self.store.update_launch(self.launch_id, exit_code=code, ended=time.time())
+            stop_group(pgid, grace=5)
+            return "stopped"
+        if self.state.outcome == "ready":
+            self.set_state(
+                "exited",
+                exit_code=code,
+                ended=time.time(),
+                reason=f"the engine exited with code {code} after it was ready",
+            )
+            stop_group(pgid, grace=5)
+            return "exited"
+        self._fail(f"the engine exited with code {code} during {self.state.phase}", code, pgid)
+        return "failed"
+
+    def _fail(self, reason: str, code: int | None, pgid: int) -> None:
+        diagnosis = diagnose_file(self.log_path, self.adapter.name)
+        self.set_state("failed", reason=reason, exit_code=code, ended=time.time(), diagnosis=diagnosis.to_dict())
+        self.event("failed", self.state.phase, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
+        # Orphaned workers of a failed launch still hold memory (GPU memory on a GPU host): clean up.
+        survivors = stop_group(pgid, grace=5)
+        if survivors:
+            self.event("cleanup", self.state.phase, survivors=survivors)

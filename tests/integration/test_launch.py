@@ -1,0 +1,191 @@
+"""up / watch / status / logs / down against the real vLLM CPU engine on loopback.
+
+One engine comes up for the whole module (launching takes ~30 s on two cores); the failure tests
+each launch their own, one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from firstlight.launch.phases import PHASES
+from firstlight.launch.supervisor import group_members
+from firstlight.launch.watcher import FATAL_GRACE_S
+from firstlight.store import Store
+from tests.conftest import firstlight, json_lines, tiny_spec
+
+pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("engine_available")]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("served")
+    store = tmp / "store.db"
+    spec = tiny_spec(tmp)
+    proc = firstlight("up", str(spec), "--json", store=store)
+    yield {"proc": proc, "store": store, "events": json_lines(proc.stdout), "spec": spec}
+    firstlight("down", store=store)
+
+
+def test_up_reaches_ready_with_vllm_phases_in_order(served) -> None:
+    proc = served["proc"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entered = [e["phase"] for e in served["events"] if e["kind"] == "phase"]
+    for phase in ("process_start", "distributed_init", "weights_loading", "weights_loaded", "kv_cache_allocated",
+                  "http_listening", "ready"):
+        assert phase in entered, entered
+    assert [PHASES.index(p) for p in entered] == sorted(PHASES.index(p) for p in entered)
+    assert entered[-1] == "ready"
+
+
+def test_ready_only_after_one_generated_token(served) -> None:
+    ready = [e for e in served["events"] if e["kind"] == "phase" and e["phase"] == "ready"][0]
+    assert ready["detail"].startswith("generated 1 token")
+    assert ready["token"]  # the text of the generated token
+    launch = Store(served["store"]).latest_launch()
+    log = Path(launch.log_path).read_text()
+    # The probe's generation is in the engine's own access log, after its health check.
+    assert log.index('"GET /health HTTP/1.1" 200') < log.index('"POST /v1/completions HTTP/1.1" 200')
+
+
+def test_server_answers_streamed_completion(served) -> None:
+    launch = Store(served["store"]).latest_launch()
+    body = {"model": "tiny-llama", "prompt": "the model", "max_tokens": 16, "stream": True,
+            "stream_options": {"include_usage": True}}
+    chunks = []
+    with httpx.stream("POST", launch.url + "/v1/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                chunks.append(json.loads(line[6:]))
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    assert usage and usage[-1]["completion_tokens"] == 16  # the tiny model never stops early
+
+
+def test_status_and_watch_and_logs(served) -> None:
+    store = served["store"]
+    st = firstlight("status", "--json", store=store)
+    rows = json.loads(st.stdout)
+    assert rows[0]["state"] == "ready" and rows[0]["running"] is True
+    watch = firstlight("watch", "--json", store=store, timeout=30)
+    assert watch.returncode == 0
+    assert any(e["phase"] == "ready" for e in json_lines(watch.stdout))
+    logs = firstlight("logs", store=store, timeout=30)
+    assert "Application startup complete." in logs.stdout
+
+
+def test_down_leaves_no_process(served) -> None:
+    store = served["store"]
+    launch = Store(store).latest_launch()
+    assert group_members(launch.pgid)
+    res = firstlight("down", store=store, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "none left" in res.stdout
+    assert group_members(launch.pgid) == []
+    assert Store(store).get_launch(launch.id).state == "stopped"
+    st = json.loads(firstlight("status", "--json", store=store).stdout)
+    assert st[0]["state"] == "stopped" and st[0]["running"] is False
+
+
+# ---------------------------------------------------------------- failures reproducible on CPU
+
+
+def _fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict:
+    res = firstlight("up", str(spec), "--json", store=store)
+    assert res.returncode == 1, res.stdout + res.stderr
+    events = json_lines(res.stdout)
+    exits = [e for e in events if e["kind"] == "exit"]
+    fatal = [e for e in events if e["kind"] == "fatal_line"]
+    failed = [e for e in events if e["kind"] == "failed"]
+    assert failed, events
+    if exits and exits[0]["id"] < failed[0]["id"]:
+        assert failed[0]["ts"] - exits[0]["ts"] < 2.0  # decided within 2 s of the engine's exit
+    else:  # or the engine lingered after its fatal line, and firstlight did not wait for it
+        assert fatal and failed[0]["ts"] - fatal[0]["ts"] < FATAL_GRACE_S + 1.0
+    diag = failed[0]["diagnosis"]["diagnosis"]
+    assert diag["category"] == category, diag
+    assert text in diag["root_cause_line"]
+    launch = Store(store).latest_launch()
+    lines = Path(launch.log_path).read_text(errors="replace").split("\n")
+    assert lines[diag["line"] - 1] == diag["root_cause_line"]  # the full log is kept, line numbers hold
+    assert group_members(launch.pgid) == []  # nothing of a failed launch is left running
+    return diag
+
+
+def test_missing_model_path_fails(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path, model=str(tmp_path / "no-such-model"))
+    _fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "no-such-model")
+
+
+def test_max_model_len_above_limit_fails(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path, args={"max-model-len": 100000})
+    _fail_and_check(spec, tmp_path / "s.db", "invalid_config", "100000")
+
+
+def test_kv_cache_larger_than_memory_fails(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path, env={"VLLM_CPU_KVCACHE_SPACE": "4096"})
+    diag = _fail_and_check(spec, tmp_path / "s.db", "insufficient_kv_cache", "4096")
+    assert "VLLM_CPU_KVCACHE_SPACE" in diag["remedy"]
+
+
+def test_truncated_safetensors_fails(tmp_path: Path) -> None:
+    from tests.conftest import TINY_MODEL
+
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    for f in TINY_MODEL.iterdir():
+        if f.is_file():
+            data = f.read_bytes()
+            (broken / f.name).write_bytes(data[: len(data) // 2] if f.suffix == ".safetensors" else data)
+    spec = tiny_spec(tmp_path, model=str(broken))
+    _fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "Safetensor")
+
+
+def test_port_taken_fails(tmp_path: Path) -> None:
+    spec = tiny_spec(tmp_path)
+    import yaml
+
+    port = yaml.safe_load(spec.read_text())["port"]
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        _fail_and_check(spec, tmp_path / "s.db", "port_in_use", "")
+
+
+# ---------------------------------------------------------------- stall
+
+
+def test_sigstop_is_stalled_within_allowance_and_down_cleans_up(tmp_path: Path) -> None:
+    allowance = 3.0
+    stall = {p: allowance for p in ("distributed_init", "weights_loading", "weights_loaded", "kv_cache_allocated",
+                                    "cuda_graph_capture", "cuda_graph_done", "http_listening")}
+    spec = tiny_spec(tmp_path, stall=stall)
+    store_path = tmp_path / "s.db"
+    res = firstlight("up", str(spec), "--detach", store=store_path, timeout=30)
+    assert res.returncode == 0, res.stderr
+    store = Store(store_path)
+    launch = store.latest_launch()
+    deadline = time.monotonic() + 180
+    while store.get_launch(launch.id).phase == "process_start":
+        assert time.monotonic() < deadline, "the engine never left process_start"
+        time.sleep(0.05)
+    launch = store.get_launch(launch.id)
+    os.killpg(launch.pgid, signal.SIGSTOP)
+    stopped_at = time.time()
+    while store.get_launch(launch.id).state != "stalled":
+        assert time.time() - stopped_at < allowance + 10, "never reported stalled"
+        time.sleep(0.05)
+    stalled = store.events(launch.id, kinds=("stalled",))[0]
+    assert stalled.ts - stopped_at <= allowance + 1.0
+    assert stalled.data["allowance"] == allowance
+    res = firstlight("down", store=store_path, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert group_members(launch.pgid) == []

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from firstlight.launch.follow import LogFollower, iter_lines
+
+
+def test_splits_on_carriage_return_and_counts_newlines_only() -> None:
+    data = b"a\nLoading: 0/4\rLoading: 2/4\rLoading: 4/4\nb\r\nc"
+    assert list(iter_lines(io.BytesIO(data))) == [
+        (1, "a"), (2, "Loading: 0/4"), (2, "Loading: 2/4"), (2, "Loading: 4/4"), (3, "b"), (4, "c"),
+    ]
+
+
+def test_follower_reads_appends_and_holds_partial_lines(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    follower = LogFollower(log)
+    assert list(follower.read_available()) == []  # the file does not exist yet
+    log.write_bytes(b"first\nsec")
+    assert list(follower.read_available()) == [(1, "first")]
+    with open(log, "ab") as f:
+        f.write(b"ond\nthird")
+    assert list(follower.read_available()) == [(2, "second")]
+    assert list(follower.flush()) == [(3, "third")]
+    follower.close()
+
+
+def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    assert list(iter_lines(io.BytesIO(b"ok \xff\xfe bytes\n"))) == [(1, "ok \ufffd\ufffd bytes")]

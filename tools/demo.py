@@ -1,0 +1,58 @@
+"""`make demo`: up the tiny model on the CPU engine, stream one completion, show the timeline, down.
+
+Runs the real commands a user would type; the store is the default one, so `firstlight status`
+shows the demo's launch afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from firstlight.deployment import load_deployment
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "tiny-vllm-cpu.yaml"
+
+
+def firstlight(*args: str) -> int:
+    print(f"\n$ firstlight {' '.join(args)}", flush=True)
+    return subprocess.call([sys.executable, "-m", "firstlight", *args])
+
+
+def stream_one(url: str, model: str) -> None:
+    print(f"\n$ one streamed completion from {url}", flush=True)
+    body = {"model": model, "prompt": "The operator watches the model", "max_tokens": 32, "temperature": 0.8,
+            "stream": True, "stream_options": {"include_usage": True}}
+    usage = None
+    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=60) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for choice in chunk.get("choices", []):
+                print(choice.get("text", ""), end="", flush=True)
+            usage = chunk.get("usage") or usage
+    print(f"\n({usage['completion_tokens'] if usage else '?'} tokens; the model is random, so is the text)")
+
+
+def main() -> int:
+    dep = load_deployment(SPEC)
+    code = firstlight("up", str(SPEC))
+    if code != 0:
+        return code
+    try:
+        stream_one(dep.url, dep.served_model_name)
+        firstlight("status")
+    finally:
+        firstlight("down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

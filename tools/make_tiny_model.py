@@ -1,0 +1,181 @@
+"""Build a tiny, randomly initialised Llama and a locally trained tokenizer.
+
+Runs in the *engine's* environment (torch, transformers, tokenizers); firstlight itself never
+imports torch. Nothing is downloaded from a model hub.
+
+The weights are arranged so that the model never emits EOS, another special token or a byte
+fallback token: residual dimension 0 is held at a constant positive value (embedding column 0 is
+1 and nothing writes to it), and the lm_head rows of those tokens read that dimension with a
+weight of -1000. Every request therefore yields exactly `max_tokens` tokens of plain text, which
+makes token counts and throughput comparable across runs and engines.
+
+Usage: python tools/make_tiny_model.py OUTPUT_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+SEED = 1234
+SPECIALS = ["<unk>", "<s>", "</s>"]
+BYTE_TOKENS = [f"<0x{i:02X}>" for i in range(256)]
+VOCAB_TARGET = 1283
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + '</s>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
+WORDS = [
+    "the",
+    "model",
+    "serves",
+    "tokens",
+    "from",
+    "weights",
+    "on",
+    "eight",
+    "GPUs",
+    "while",
+    "the",
+    "operator",
+    "watches",
+    "phases",
+    "load",
+    "shards",
+    "allocate",
+    "cache",
+    "capture",
+    "graphs",
+    "listen",
+    "warm",
+    "ready",
+    "bench",
+    "latency",
+    "throughput",
+    "request",
+    "stream",
+    "chunk",
+    "prompt",
+    "output",
+    "speculative",
+    "draft",
+    "accept",
+    "verify",
+    "batch",
+    "queue",
+    "memory",
+    "tensor",
+    "parallel",
+    "expert",
+    "attention",
+    "kernel",
+    "backend",
+    "launch",
+    "stall",
+    "fail",
+    "diagnose",
+    "remedy",
+]
+
+
+def synthetic_corpus(n_lines: int = 4000) -> list[str]:
+    rng = random.Random(SEED)
+    lines = []
+    for _ in range(n_lines):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(5, 20))]
+        if rng.random() < 0.3:
+            words.append(str(rng.randint(0, 9999)))
+        lines.append(" ".join(words) + rng.choice([".", ",", "!", "?", ""]))
+    return lines
+
+
+def build_tokenizer(out: Path):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_TARGET - len(SPECIALS) - len(BYTE_TOKENS),
+        special_tokens=[],
+        show_progress=False,
+    )
+    trainer_tok.train_from_iterator(synthetic_corpus(), trainer=trainer)
+    learned = trainer_tok.get_vocab()
+    state = json.loads(trainer_tok.to_str())["model"]
+    # Llama-2 layout: specials first, then the 256 byte tokens, then learned pieces.
+    vocab: dict[str, int] = {}
+    for tok in SPECIALS + BYTE_TOKENS:
+        vocab[tok] = len(vocab)
+    for tok, _ in sorted(learned.items(), key=lambda kv: kv[1]):
+        if tok not in vocab:
+            vocab[tok] = len(vocab)
+    merge_pairs = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merge_pairs, unk_token="<unk>", byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="</s>",
+        model_max_length=2048,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    return fast, vocab
+
+
+def build_model(out: Path, vocab: dict[str, int]) -> None:
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=2048,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
+    model = LlamaForCausalLM(config)
+    banned = [vocab[t] for t in SPECIALS + BYTE_TOKENS]
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:, 0] = 1.0
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight[0, :] = 0.0
+            layer.mlp.down_proj.weight[0, :] = 0.0
+        model.lm_head.weight[banned, 0] = -1000.0
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    model.save_pretrained(out, safe_serialization=True)
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    _, vocab = build_tokenizer(out)
+    build_model(out, vocab)
+    print(f"tiny model written to {out} (vocab {len(vocab)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
