@@ -49,8 +49,12 @@ def tiny_spec(tmp_path: Path, **overrides: Any) -> Path:
     return path
 
 
-def firstlight(*args: str, store: Path | None = None, timeout: float = 300, stdin: str | None = None,
-               ) -> subprocess.CompletedProcess[str]:
+def firstlight(
+    *args: str,
+    store: Path | None = None,
+    timeout: float = 300,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "firstlight", *args]
     if store is not None:
         cmd += ["--store", str(store)]

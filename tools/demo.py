@@ -26,8 +26,14 @@ def firstlight(*args: str) -> int:
 
 def stream_one(url: str, model: str) -> None:
     print(f"\n$ one streamed completion from {url}", flush=True)
-    body = {"model": model, "prompt": "The operator watches the model", "max_tokens": 32, "temperature": 0.8,
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "prompt": "The operator watches the model",
+        "max_tokens": 32,
+        "temperature": 0.8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     usage = None
     with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=60) as r:
         r.raise_for_status()

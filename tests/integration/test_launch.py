@@ -39,15 +39,22 @@ def test_up_reaches_ready_with_vllm_phases_in_order(served) -> None:
     proc = served["proc"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     entered = [e["phase"] for e in served["events"] if e["kind"] == "phase"]
-    for phase in ("process_start", "distributed_init", "weights_loading", "weights_loaded", "kv_cache_allocated",
-                  "http_listening", "ready"):
+    for phase in (
+        "process_start",
+        "distributed_init",
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "http_listening",
+        "ready",
+    ):
         assert phase in entered, entered
     assert [PHASES.index(p) for p in entered] == sorted(PHASES.index(p) for p in entered)
     assert entered[-1] == "ready"
 
 
 def test_ready_only_after_one_generated_token(served) -> None:
-    ready = [e for e in served["events"] if e["kind"] == "phase" and e["phase"] == "ready"][0]
+    ready = next(e for e in served["events"] if e["kind"] == "phase" and e["phase"] == "ready")
     assert ready["detail"].startswith("generated 1 token")
     assert ready["token"]  # the text of the generated token
     launch = Store(served["store"]).latest_launch()
@@ -58,8 +65,13 @@ def test_ready_only_after_one_generated_token(served) -> None:
 
 def test_server_answers_streamed_completion(served) -> None:
     launch = Store(served["store"]).latest_launch()
-    body = {"model": "tiny-llama", "prompt": "the model", "max_tokens": 16, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "tiny-llama",
+        "prompt": "the model",
+        "max_tokens": 16,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     chunks = []
     with httpx.stream("POST", launch.url + "/v1/completions", json=body, timeout=30) as r:
         assert r.status_code == 200
@@ -114,8 +126,8 @@ def _fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict:
     assert diag["category"] == category, diag
     assert text in diag["root_cause_line"]
     launch = Store(store).latest_launch()
-    lines = Path(launch.log_path).read_text(errors="replace").split("\n")
-    assert lines[diag["line"] - 1] == diag["root_cause_line"]  # the full log is kept, line numbers hold
+    lines = Path(launch.log_path).read_bytes().decode("utf-8", "replace").split("\n")
+    assert lines[diag["line"] - 1].rstrip("\r") == diag["root_cause_line"]  # the full log is kept, line numbers hold
     assert group_members(launch.pgid) == []  # nothing of a failed launch is left running
     return diag
 
@@ -165,8 +177,18 @@ def test_port_taken_fails(tmp_path: Path) -> None:
 
 def test_sigstop_is_stalled_within_allowance_and_down_cleans_up(tmp_path: Path) -> None:
     allowance = 3.0
-    stall = {p: allowance for p in ("distributed_init", "weights_loading", "weights_loaded", "kv_cache_allocated",
-                                    "cuda_graph_capture", "cuda_graph_done", "http_listening")}
+    stall = {
+        p: allowance
+        for p in (
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "cuda_graph_capture",
+            "cuda_graph_done",
+            "http_listening",
+        )
+    }
     spec = tiny_spec(tmp_path, stall=stall)
     store_path = tmp_path / "s.db"
     res = firstlight("up", str(spec), "--detach", store=store_path, timeout=30)

@@ -64,19 +64,34 @@ def test_missing_spec_file(tmp_path: Path) -> None:
 
 
 def test_extra_args_become_flags() -> None:
-    args = {"enforce-eager": True, "disable-log": False, "max-model-len": 2048, "--x": None,
-            "speculative-config": {"method": "ngram", "num_speculative_tokens": 3}, "lora": ["a", "b"]}
+    args = {
+        "enforce-eager": True,
+        "disable-log": False,
+        "max-model-len": 2048,
+        "--x": None,
+        "speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+        "lora": ["a", "b"],
+    }
     assert extra_args(args) == [
-        "--enforce-eager", "--max-model-len", "2048",
-        "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
-        "--lora", "a", "--lora", "b",
+        "--enforce-eager",
+        "--max-model-len",
+        "2048",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":3}',
+        "--lora",
+        "a",
+        "--lora",
+        "b",
     ]
     assert extra_args(["--foo", "1"]) == ["--foo", "1"]
 
 
 def test_engine_command_lines(tmp_path: Path) -> None:
-    spec = write(tmp_path, "engine: sglang\npython: /v/bin/python\nmodel: /m/k2\nparallel: {tp: 8, ep: 8}\n"
-                           "args: {attention-backend: triton}\n")
+    spec = write(
+        tmp_path,
+        "engine: sglang\npython: /v/bin/python\nmodel: /m/k2\nparallel: {tp: 8, ep: 8}\n"
+        "args: {attention-backend: triton}\n",
+    )
     dep = load_deployment(spec)
     argv = get_engine("sglang").build_argv(dep)
     assert argv[:3] == ["/v/bin/python", "-m", "sglang.launch_server"]

@@ -21,7 +21,7 @@ def test_category_and_root_cause_line(case: dict) -> None:
     assert report.diagnosis is not None
     assert report.diagnosis.category == case["category"]
     assert report.diagnosis.root_cause_line.strip() == case["root_cause_line"].strip()
-    lines = (CORPUS / f"{case['id']}.log").read_text(errors="replace").split("\n")
+    lines = (CORPUS / f"{case['id']}.log").read_bytes().decode("utf-8", "replace").split("\n")
     assert lines[report.diagnosis.line - 1].rstrip("\r") == report.diagnosis.root_cause_line
     assert report.diagnosis.remedy
 

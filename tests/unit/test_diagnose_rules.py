@@ -17,12 +17,14 @@ def diagnose_text(text: str, engine: str = "auto"):
 SGLANG_8_RANKS_UNBALANCED = "\n".join(
     ["[2026-10-02 09:14:01] server_args={'model_path': '/models/Kimi-K2', 'tp_size': 8}"]
     + [f"[2026-10-02 09:14:11 TP{r}] Init parallel begin." for r in range(8)]
-    + [f"[2026-10-02 09:14:12 TP{r}] Scheduler hit an exception: Traceback (most recent call last):\n"
-       f'  File "/sgl/python/sglang/srt/distributed/bootstrap.py", line 452, in _check_tp_memory_balance\n'
-       f"    raise RuntimeError(msg)\n"
-       f"RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
-       f"pre_model_load_memory=92.3, local_gpu_memory=147.1, local_gpu_memory * 0.9=132.39"
-       for r in range(8)]
+    + [
+        f"[2026-10-02 09:14:12 TP{r}] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "/sgl/python/sglang/srt/distributed/bootstrap.py", line 452, in _check_tp_memory_balance\n'
+        f"    raise RuntimeError(msg)\n"
+        f"RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+        f"pre_model_load_memory=92.3, local_gpu_memory=147.1, local_gpu_memory * 0.9=132.39"
+        for r in range(8)
+    ]
     + ["[2026-10-02 09:14:13] Received sigquit from a child process. It usually means the child failed."]
 )
 

@@ -9,7 +9,12 @@ from firstlight.launch.follow import LogFollower, iter_lines
 def test_splits_on_carriage_return_and_counts_newlines_only() -> None:
     data = b"a\nLoading: 0/4\rLoading: 2/4\rLoading: 4/4\nb\r\nc"
     assert list(iter_lines(io.BytesIO(data))) == [
-        (1, "a"), (2, "Loading: 0/4"), (2, "Loading: 2/4"), (2, "Loading: 4/4"), (3, "b"), (4, "c"),
+        (1, "a"),
+        (2, "Loading: 0/4"),
+        (2, "Loading: 2/4"),
+        (2, "Loading: 4/4"),
+        (3, "b"),
+        (4, "c"),
     ]
 
 

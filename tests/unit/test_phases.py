@@ -12,17 +12,63 @@ from tests.conftest import DATA
 STARTUP = DATA / "startup"
 
 EXPECTED = {
-    "sglang-0.5.23-tp2.log": ("sglang", ["process_start", "distributed_init", "weights_loading", "weights_loaded",
-                                         "kv_cache_allocated", "cuda_graph_capture", "cuda_graph_done",
-                                         "http_listening", "warmup_done", "ready"]),
-    "sglang-0.5.9.log": ("sglang", ["process_start", "distributed_init", "weights_loading", "weights_loaded",
-                                    "kv_cache_allocated", "cuda_graph_capture", "cuda_graph_done", "http_listening",
-                                    "warmup_done", "ready"]),
-    "vllm-0.11-tp2.log": ("vllm", ["process_start", "distributed_init", "weights_loading", "weights_loaded",
-                                   "kv_cache_allocated", "cuda_graph_capture", "cuda_graph_done", "http_listening",
-                                   "ready"]),
-    "vllm-0.6.log": ("vllm", ["process_start", "weights_loading", "weights_loaded", "kv_cache_allocated",
-                              "cuda_graph_capture", "cuda_graph_done", "http_listening", "ready"]),
+    "sglang-0.5.23-tp2.log": (
+        "sglang",
+        [
+            "process_start",
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "cuda_graph_capture",
+            "cuda_graph_done",
+            "http_listening",
+            "warmup_done",
+            "ready",
+        ],
+    ),
+    "sglang-0.5.9.log": (
+        "sglang",
+        [
+            "process_start",
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "cuda_graph_capture",
+            "cuda_graph_done",
+            "http_listening",
+            "warmup_done",
+            "ready",
+        ],
+    ),
+    "vllm-0.11-tp2.log": (
+        "vllm",
+        [
+            "process_start",
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "cuda_graph_capture",
+            "cuda_graph_done",
+            "http_listening",
+            "ready",
+        ],
+    ),
+    "vllm-0.6.log": (
+        "vllm",
+        [
+            "process_start",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "cuda_graph_capture",
+            "cuda_graph_done",
+            "http_listening",
+            "ready",
+        ],
+    ),
 }
 
 

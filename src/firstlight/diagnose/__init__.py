@@ -15,7 +15,7 @@ from firstlight.diagnose.rootcause import Candidate, RootCauseFinder
 from firstlight.diagnose.signatures import CATEGORIES
 from firstlight.engines import ENGINES, EngineAdapter
 from firstlight.launch.follow import iter_lines
-from firstlight.launch.phases import PhaseMachine, PhaseRule
+from firstlight.launch.phases import PhaseMachine, PhaseRule, fold_digits
 
 DETECT_LINES = 2000
 
@@ -143,12 +143,13 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
     for line_no, text in _chain(head, it):
         count += 1
         last_line = (line_no, text)
-        ev = machine.feed(text, line_no)
+        shape = fold_digits(text)
+        ev = machine.feed(text, line_no, shape)
         if ev is not None:
             last_event_line = (line_no, text)
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time))
-        finder.feed(line_no, text)
+        finder.feed(line_no, text, shape)
     return _conclude(engine, phases, finder, last_event_line or last_line, count)
 
 

@@ -16,10 +16,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from firstlight.diagnose.signatures import EXCEPTION_LINE, TRIGGER, WRAPPERS, Signature, load_signatures
+from firstlight.launch.phases import fold_digits
 
 EVIDENCE_BEFORE = 3
 EVIDENCE_AFTER = 2
 MAX_CANDIDATES = 5000
+VERDICT_CACHE = 100_000
 
 GENERIC_EXCEPTION = 0.3
 BARE_EXCEPTION = 0.2
@@ -72,50 +74,39 @@ class RootCauseFinder:
         self.tracebacks = 0
         self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
         self._open: list[Candidate] = []  # candidates still collecting their following lines
+        self._verdicts: dict[str, str | tuple[float, Signature | None] | None] = {}
 
-    def feed(self, line_no: int, line: str) -> None:
+    def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
         for cand in self._open:
             cand.after.append(line)
         self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
-        cand = self._candidate(line_no, line)
+        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
         if cand is not None:
             self._open.append(cand)
         self._recent.append(line)
 
-    def _candidate(self, line_no: int, line: str) -> Candidate | None:
+    def _candidate(self, line_no: int, line: str, shape: str) -> Candidate | None:
         if "Traceback (most recent call last)" in line:
             self.tracebacks += 1
-        if not TRIGGER.search(line):
+        verdict = self._classify(shape, line)
+        if verdict is None:
             return None
-        if WRAPPERS.search(line):
+        if verdict == "wrapper":
             if len(self.wrappers) < 50:
                 self.wrappers.append((line_no, line))
             return None
-        best: tuple[float, Signature, re.Match[str]] | None = None
-        for sig in self.signatures:
-            if best is not None and sig.weight <= best[0]:
-                continue
-            m = sig.pattern.search(line)
-            if m:
-                best = (sig.weight, sig, m)
-        exc = EXCEPTION_LINE.search(line)
-        if best is not None:
-            score, sig, m = best
-            groups: dict[str, str | None] = m.groupdict()
-            category = sig.category
-            score += EXCEPTION_BONUS if exc else 0.0
-        elif exc:
-            score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
-            sig, groups, category = None, {}, "unknown"
-        else:
-            return None
-        if _QUIET_LEVEL.search(line):
-            score *= QUIET_LEVEL_FACTOR
         key = normalise(line)
         seen = self.candidates.get(key)
         if seen is not None:
             seen.count += 1
             return None
+        score, sig = verdict
+        groups: dict[str, str | None] = {}
+        category = "unknown"
+        if sig is not None:
+            m = sig.pattern.search(line)
+            groups = m.groupdict() if m else {}
+            category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
             return None
         cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent))
@@ -124,6 +115,39 @@ class RootCauseFinder:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
         return cand
+
+    def _classify(self, shape: str, line: str) -> str | tuple[float, Signature | None] | None:
+        """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
+        messages with other numbers, so the verdict is cached by the line's shape (digits folded)."""
+        if shape in self._verdicts:
+            return self._verdicts[shape]
+        verdict = self._classify_uncached(line)
+        if len(self._verdicts) > VERDICT_CACHE:
+            self._verdicts.clear()
+        self._verdicts[shape] = verdict
+        return verdict
+
+    def _classify_uncached(self, line: str) -> str | tuple[float, Signature | None] | None:
+        if not TRIGGER.search(line):
+            return None
+        if WRAPPERS.search(line):
+            return "wrapper"
+        best: Signature | None = None
+        for sig in self.signatures:
+            if best is not None and sig.weight <= best.weight:
+                continue
+            if sig.pattern.search(line):
+                best = sig
+        exc = EXCEPTION_LINE.search(line)
+        if best is not None:
+            score = best.weight + (EXCEPTION_BONUS if exc else 0.0)
+        elif exc:
+            score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
+        else:
+            return None
+        if _QUIET_LEVEL.search(line):
+            score *= QUIET_LEVEL_FACTOR
+        return score, best
 
     def best(self) -> Candidate | None:
         if not self.candidates:

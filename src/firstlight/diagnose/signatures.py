@@ -55,7 +55,8 @@ class _Captured(dict):  # type: ignore[type-arg]
 
 @cache
 def load_signatures() -> tuple[Signature, ...]:
-    raw = yaml.safe_load(resources.files("firstlight.diagnose").joinpath("signatures.yaml").read_text())
+    text = resources.files("firstlight.diagnose").joinpath("signatures.yaml").read_text()
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     out = []
     for entry in raw:
         if entry["category"] not in CATEGORIES:

@@ -53,7 +53,10 @@ VLLM = EngineAdapter(
         ),
         ("weights_loading", r"Starting to load model |Loading (safetensors|pt) checkpoint shards"),
         ("weights_loaded", r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?GiB|Loading model weights took"),
-        ("kv_cache_allocated", r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# GPU blocks: \d+"),
+        (
+            "kv_cache_allocated",
+            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# GPU blocks: \d+",
+        ),
         ("cuda_graph_capture", r"Capturing CUDA graph|Capturing the model for CUDA graphs"),
         ("cuda_graph_done", r"Graph capturing finished in"),
         (

@@ -80,6 +80,7 @@ class PhaseMachine:
     progress: tuple[ProgressRule, ...] = ()
     current: str = "process_start"
     seen: list[str] = field(default_factory=lambda: ["process_start"])
+    _cache: dict[str, tuple[ProgressRule | PhaseRule, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def index(self) -> int:
@@ -93,28 +94,50 @@ class PhaseMachine:
         self.seen.append(phase)
         return True
 
-    def feed(self, line: str, line_no: int) -> PhaseEvent | None:
+    def feed(self, line: str, line_no: int, shape: str | None = None) -> PhaseEvent | None:
         """The one event a line produces, if any. Progress bars are checked first, so a bar that also
         marks its phase's start carries its k/n."""
-        for prog in self.progress:
-            m = prog.pattern.search(line)
-            if not m:
-                continue
-            entered = self.advance(prog.phase)
-            if not entered and prog.phase != self.current:
-                continue
-            info: dict[str, object] = {"label": prog.label}
-            groups = m.groupdict()
-            for key in ("done", "total"):
-                if groups.get(key) is not None:
-                    info[key] = int(groups[key])
-            if groups.get("detail"):
-                info["detail"] = groups["detail"]
-            return PhaseEvent(prog.phase, entered, line_no, line, log_time(line), info)
-        for rule in self.rules:
-            if rule.pattern.search(line):
-                if self.advance(rule.phase):
-                    return PhaseEvent(rule.phase, True, line_no, line, log_time(line))
-                if rule.phase == self.current:
-                    return PhaseEvent(rule.phase, False, line_no, line, log_time(line))
+        for rule in self._matching(line, shape):
+            if isinstance(rule, ProgressRule):
+                m = rule.pattern.search(line)
+                assert m is not None
+                entered = self.advance(rule.phase)
+                if not entered and rule.phase != self.current:
+                    continue
+                return PhaseEvent(rule.phase, entered, line_no, line, log_time(line), _progress(rule, m))
+            if self.advance(rule.phase):
+                return PhaseEvent(rule.phase, True, line_no, line, log_time(line))
+            if rule.phase == self.current:
+                return PhaseEvent(rule.phase, False, line_no, line, log_time(line))
         return None
+
+    def _matching(self, line: str, shape: str | None) -> tuple[ProgressRule | PhaseRule, ...]:
+        """The rules a line matches, in order. Logs repeat the same lines with other numbers, so the
+        answer is cached by the line's shape (digits folded)."""
+        if shape is None:
+            shape = fold_digits(line)
+        found = self._cache.get(shape)
+        if found is None:
+            found = tuple(r for r in (*self.progress, *self.rules) if r.pattern.search(line))
+            if len(self._cache) > 50_000:
+                self._cache.clear()
+            self._cache[shape] = found
+        return found
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def fold_digits(line: str) -> str:
+    return _DIGITS.sub("0", line)
+
+
+def _progress(rule: ProgressRule, m: re.Match[str]) -> dict[str, object]:
+    info: dict[str, object] = {"label": rule.label}
+    groups = m.groupdict()
+    for key in ("done", "total"):
+        if groups.get(key) is not None:
+            info[key] = int(groups[key])
+    if groups.get("detail"):
+        info["detail"] = groups["detail"]
+    return info
