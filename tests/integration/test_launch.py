@@ -111,7 +111,7 @@ def test_down_leaves_no_process(served) -> None:
 
 
 def _fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict:
-    res = firstlight("up", str(spec), "--json", store=store)
+    res = firstlight("up", str(spec), "--json", "--force", store=store)
     assert res.returncode == 1, res.stdout + res.stderr
     events = json_lines(res.stdout)
     exits = [e for e in events if e["kind"] == "exit"]
@@ -169,6 +169,11 @@ def test_port_taken_fails(tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
+        # The preflight names the holder and refuses; with --force the engine's own failure is diagnosed.
+        refused = firstlight("up", str(spec), store=tmp_path / "s.db", timeout=60)
+        assert refused.returncode == 2
+        assert f"port {port} on 127.0.0.1 is in use by pid {os.getpid()}" in refused.stdout
+        assert Store(tmp_path / "s.db").latest_launch() is None  # nothing was launched
         _fail_and_check(spec, tmp_path / "s.db", "port_in_use", "")
 
 

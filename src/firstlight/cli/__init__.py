@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from firstlight.cli.check import check, facts
 from firstlight.cli.diagnose import diagnose
 from firstlight.cli.down import down
 from firstlight.cli.logs import logs
@@ -18,6 +19,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command()(check)
+app.command()(facts)
 app.command()(up)
 app.command()(watch)
 app.command()(status)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from firstlight.cli.check import findings_for, show_findings
 from firstlight.cli.common import (
     StoreOption,
     console,
@@ -29,13 +30,21 @@ def up(
         bool, typer.Option("--detach", "-d", help="return once launched; the watcher keeps recording")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
+    force: Annotated[bool, typer.Option("--force", help="launch even when a preflight check fails")] = False,
+    facts_file: Annotated[Path | None, typer.Option("--facts", help="recorded facts for the preflight")] = None,
     store: StoreOption = None,
 ) -> None:
-    """Launch the engine and watch it until it is ready (exit 0), failed or stalled (exit 1)."""
+    """Check, launch, and watch until ready (exit 0), failed or stalled (exit 1); a failed check exits 2."""
     try:
         dep = load_deployment(spec)
     except SpecError as e:
         fail(str(e), 2)
+    findings = findings_for(dep, facts_file)
+    blocking = [f for f in findings if f.severity == "fail"]
+    if blocking and not json_out:
+        show_findings([f for f in findings if f.severity != "ok"])
+    if blocking and not force:
+        fail(f"{len(blocking)} preflight check(s) failed; fix them, or launch anyway with --force", 2)
     db = open_store(store)
     launch = start_launch(db, dep)
     if detach:

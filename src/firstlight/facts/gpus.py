@@ -64,3 +64,116 @@ def _compute_procs(handle: Any) -> list[Any]:
         return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
     except Exception:
         return []
+
+
+_TOPOLOGY = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def gather_gpu_facts() -> dict[str, Any]:
+    """Every GPU with its memory and compute processes, and the links between GPUs, as JSON-ready data."""
+    nvml = Nvml()
+    if not nvml.available:
+        return {"available": False, "error": nvml.error, "gpus": []}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.count)]
+        facts: dict[str, Any] = {
+            "available": True,
+            "driver": _str(_try(pynvml.nvmlSystemGetDriverVersion)),
+            "cuda_driver": _cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion_v2)),
+            "gpus": [_gpu(i, h) for i, h in enumerate(handles)],
+        }
+        bus_to_index = {g["pci_bus_id"]: g["index"] for g in facts["gpus"]}
+        facts["topology"] = [
+            [_link(handles, a, b, bus_to_index) for b in range(len(handles))] for a in range(len(handles))
+        ]
+        return facts
+    finally:
+        nvml.close()
+
+
+def _gpu(index: int, handle: Any) -> dict[str, Any]:
+    mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    cc = _try(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+    pci = _try(pynvml.nvmlDeviceGetPciInfo, handle)
+    bus_id = _str(pci.busId) if pci is not None else ""
+    return {
+        "index": index,
+        "name": _str(_try(pynvml.nvmlDeviceGetName, handle)),
+        "uuid": _str(_try(pynvml.nvmlDeviceGetUUID, handle)),
+        "pci_bus_id": bus_id,
+        "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+        "memory": {
+            "total_gib": round(mem.total / GIB, 3),
+            "used_gib": round(mem.used / GIB, 3),
+            "free_gib": round(mem.free / GIB, 3),
+        },
+        "numa_node": _numa_node(handle, bus_id),
+        "nvlinks_active": _nvlinks_active(handle),
+        "processes": [_process(p) for p in _compute_procs(handle)],
+    }
+
+
+def _process(p: Any) -> dict[str, Any]:
+    import psutil
+
+    info: dict[str, Any] = {"pid": p.pid, "used_gib": round((p.usedGpuMemory or 0) / GIB, 3)}
+    try:
+        proc = psutil.Process(p.pid)
+        info["name"] = proc.name()
+        info["cmdline"] = " ".join(proc.cmdline())[:500]
+        info["user"] = proc.username()
+    except Exception:  # another container's pid, or gone already
+        info["name"] = None
+    return info
+
+
+def _link(handles: list[Any], a: int, b: int, bus_to_index: dict[str, int]) -> str:
+    if a == b:
+        return "X"
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handles[a], link) != 1:
+                continue
+            remote = _str(pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[a], link).busId)
+        except Exception:
+            break
+        if bus_to_index.get(remote) == b or remote.lower() not in {k.lower() for k in bus_to_index}:
+            return "NV"  # straight to b, or through an NVSwitch that reaches every GPU
+    level = _try(pynvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
+    return _TOPOLOGY.get(level, "?") if level is not None else "?"
+
+
+def _nvlinks_active(handle: Any) -> int:
+    active = 0
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            active += pynvml.nvmlDeviceGetNvLinkState(handle, link) == 1
+        except Exception:
+            break
+    return active
+
+
+def _numa_node(handle: Any, bus_id: str) -> int | None:
+    node = _try(getattr(pynvml, "nvmlDeviceGetNumaNodeId", lambda h: None), handle)
+    if node is not None:
+        return int(node)
+    try:
+        with open(f"/sys/bus/pci/devices/{bus_id.lower()[-12:]}/numa_node") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _cuda_version(v: int | None) -> str | None:
+    return f"{v // 1000}.{(v % 1000) // 10}" if v else None
+
+
+def _str(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v) if v is not None else ""
+
+
+def _try(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception:
+        return None

@@ -1,0 +1,111 @@
+"""Will the model fit? Weights per GPU + KV cache + a stated overhead, against the memory the engine claims."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from firstlight.deployment import Deployment
+from firstlight.preflight.finding import Finding, arg, fail, ok, warn
+from firstlight.preflight.tables import (
+    CONCURRENCY_FLAG,
+    CONTEXT_FLAG,
+    DEFAULT_MEMORY_FRACTION,
+    KV_DTYPE_FLAG,
+    MEMORY_FRACTION_FLAG,
+)
+
+GIB = 1024**3
+# Activations, CUDA graphs, NCCL and allocator slack per GPU: a stated, deliberately round figure.
+OVERHEAD_GIB = 2.0
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "auto": 2}
+
+
+def memory_fraction(dep: Deployment) -> float:
+    flag = MEMORY_FRACTION_FLAG.get(dep.engine)
+    value = arg(dep, flag) if flag else None
+    return float(value) if value is not None else DEFAULT_MEMORY_FRACTION.get(dep.engine, 0.9)
+
+
+def kv_bytes_per_token(config: dict[str, Any], dep: Deployment) -> float | None:
+    """KV bytes one token costs on one GPU: MLA keeps one latent vector per layer, replicated on every
+    TP rank; MHA/GQA keep K and V per KV head, split across TP ranks (replicated when TP > KV heads)."""
+    layers = config.get("num_hidden_layers")
+    if not layers:
+        return None
+    kv_dtype = str(arg(dep, KV_DTYPE_FLAG.get(dep.engine, "kv-cache-dtype")) or "auto")
+    if kv_dtype.startswith("fp8"):
+        elem = 1.0
+    elif kv_dtype.startswith("fp4"):
+        elem = 0.5
+    else:
+        model_dtype = str(arg(dep, "dtype") or config.get("dtype") or "bfloat16").replace("torch.", "")
+        elem = DTYPE_BYTES.get(model_dtype, 2)
+    layers_per_gpu = math.ceil(layers / dep.parallel.pp)
+    if config.get("attention") == "MLA":
+        latent = (config.get("kv_lora_rank") or 0) + (config.get("qk_rope_head_dim") or 0)
+        return layers_per_gpu * latent * elem
+    kv_heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
+    head_dim = config.get("head_dim")
+    if not kv_heads or not head_dim:
+        return None
+    heads_per_gpu = math.ceil(kv_heads / dep.parallel.tp)
+    return 2 * layers_per_gpu * heads_per_gpu * head_dim * elem
+
+
+def check_memory_fit(facts: dict[str, Any], dep: Deployment, gpus: list[dict[str, Any]]) -> Finding:
+    model = facts.get("model", {})
+    config = model.get("config") or {}
+    if not gpus:
+        return ok("memory_fit", "no GPU to fit: skipped (a CPU engine sizes its KV cache from host memory)")
+    weights = (model.get("weights") or {}).get("bytes") or 0
+    if not weights:
+        return warn("memory_fit", "no safetensors weights to size", "Check the model directory's weights.")
+    shards = dep.parallel.tp * dep.parallel.pp
+    weights_gib = weights / GIB / shards
+    per_token = kv_bytes_per_token(config, dep)
+    context = int(
+        arg(dep, CONTEXT_FLAG.get(dep.engine, "max-model-len")) or config.get("max_position_embeddings") or 4096
+    )
+    concurrency = int(arg(dep, CONCURRENCY_FLAG.get(dep.engine, "max-num-seqs")) or 1)
+    fraction = memory_fraction(dep)
+    gpu = min(gpus, key=lambda g: g["memory"]["total_gib"])
+    budget = gpu["memory"]["total_gib"] * fraction
+    kv_one = (per_token or 0) * context / GIB
+    need = weights_gib + OVERHEAD_GIB + kv_one
+    capacity = int((budget - weights_gib - OVERHEAD_GIB) * GIB / per_token) if per_token else None
+    arithmetic = (
+        f"weights {weights / GIB:.1f} GiB / {shards} GPU(s) = {weights_gib:.2f} GiB; KV "
+        f"{(per_token or 0) / 1024:.1f} KiB/token x {context} tokens = {kv_one:.2f} GiB; overhead {OVERHEAD_GIB:.1f} "
+        f"GiB; need {need:.2f} GiB of {gpu['memory']['total_gib']:.1f} GiB x {fraction} = {budget:.2f} GiB"
+    )
+    evidence = {
+        "weights_gib_per_gpu": round(weights_gib, 3),
+        "kv_gib_one_request": round(kv_one, 3),
+        "overhead_gib": OVERHEAD_GIB,
+        "budget_gib": round(budget, 3),
+        "need_gib": round(need, 3),
+        "kv_bytes_per_token": per_token,
+        "context": context,
+        "kv_capacity_tokens": capacity,
+        "arithmetic": arithmetic,
+    }
+    flag = MEMORY_FRACTION_FLAG.get(dep.engine, "memory fraction")
+    if need > budget:
+        return fail(
+            "memory_fit",
+            f"the model does not fit: {arithmetic}",
+            f"Use more GPUs (--tp {dep.parallel.tp * 2}), a quantized checkpoint, a shorter context, or a "
+            f"higher --{flag} (now {fraction}).",
+            **evidence,
+        )
+    if capacity is not None and capacity < context * concurrency:
+        return warn(
+            "memory_fit",
+            f"fits, but the KV cache holds {capacity} tokens, fewer than {concurrency} "
+            f"request(s) x {context} tokens: {arithmetic}",
+            f"Expect queueing above {max(capacity // context, 1)} full-length requests; raise --{flag} or "
+            "add GPUs for more.",
+            **evidence,
+        )
+    return ok("memory_fit", f"fits: {arithmetic}", **evidence)
