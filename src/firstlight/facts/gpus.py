@@ -127,18 +127,15 @@ def _process(p: Any) -> dict[str, Any]:
     return info
 
 
-def _link(handles: list[Any], a: int, b: int, bus_to_index: dict[str, int]) -> str:
+def _link(handles: list[Any], a: int, b: int) -> str:
+    """How GPU a reaches GPU b, in `nvidia-smi topo -m` terms: NV (NVLink, direct or through an
+    NVSwitch), else the PCIe level of their common ancestor (PIX, PXB, PHB, NODE, SYS)."""
     if a == b:
         return "X"
-    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        try:
-            if pynvml.nvmlDeviceGetNvLinkState(handles[a], link) != 1:
-                continue
-            remote = _str(pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handles[a], link).busId)
-        except Exception:
-            break
-        if bus_to_index.get(remote) == b or remote.lower() not in {k.lower() for k in bus_to_index}:
-            return "NV"  # straight to b, or through an NVSwitch that reaches every GPU
+    nvlink_index = getattr(pynvml, "NVML_P2P_CAPS_INDEX_NVLINK", 3)
+    status = _try(pynvml.nvmlDeviceGetP2PStatus, handles[a], handles[b], nvlink_index)
+    if status == getattr(pynvml, "NVML_P2P_STATUS_OK", 0):
+        return "NV"
     level = _try(pynvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
     return _TOPOLOGY.get(level, "?") if level is not None else "?"
 

@@ -1,0 +1,266 @@
+"""Preflight checks on facts recorded by firstlight on a real 2x H200 machine (tests/data/facts)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from safetensors.numpy import save_file
+
+from firstlight.deployment import Deployment
+from firstlight.facts import load_facts
+from firstlight.facts.model import gather_model_facts
+from firstlight.facts.software import gather_software_facts
+from firstlight.preflight import exit_code, run_checks
+from tests.conftest import DATA, firstlight
+
+FACTS = DATA / "facts"
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "head_dim": 128,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "bfloat16",
+}
+KIMI = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "kimi_k2",
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "hidden_size": 7168,
+    "num_hidden_layers": 61,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "n_routed_experts": 384,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16",
+}
+NVFP4 = {
+    "quant_method": "compressed-tensors",
+    "format": "nvfp4-pack-quantized",
+    "quantization_status": "compressed",
+    "config_groups": {
+        "group_0": {
+            "format": "nvfp4-pack-quantized",
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+        }
+    },
+}
+
+
+def make_model(tmp: Path, config: dict[str, Any], shards: int = 1, name: str = "model") -> Path:
+    d = tmp / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    (d / "tokenizer.json").write_text("{}")
+    for i in range(shards):
+        save_file(
+            {
+                f"layer.{i}.w": np.zeros((64, 64), dtype=np.float16),
+                f"layer.{i}.packed": np.zeros((64, 32), dtype=np.uint8),
+            },
+            str(d / f"model-{i + 1:05d}-of-{shards:05d}.safetensors"),
+        )
+    return d
+
+
+def dep(**fields: Any) -> Deployment:
+    base: dict[str, Any] = {"engine": "vllm", "python": "/nonexistent/python", "model": "/m"}
+    return Deployment.model_validate({**base, **fields})
+
+
+def facts_with(recorded: str, model: Path | None = None, software: dict[str, Any] | None = None) -> dict[str, Any]:
+    facts = load_facts(FACTS / recorded)
+    if model is not None:
+        facts["model"] = gather_model_facts(model)
+    facts["software"] = software or {
+        "packages": {"vllm": "0.33.0", "sglang": "0.5.23", "torch": "2.9.0", "compressed-tensors": "0.17.0"},
+        "torch_cuda": "12.9",
+    }
+    return facts
+
+
+def by_id(findings, id_: str):  # type: ignore[no-untyped-def]
+    return [f for f in findings if f.id == id_]
+
+
+# ---------------------------------------------------------------- the story's three failures
+
+
+def test_stale_40g_process_on_gpu0_fails_naming_pid_and_gpu(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    findings = run_checks(facts_with("h200x2-gpu0-40g.json", model), dep(model=str(model)))
+    (gpu,) = by_id(findings, "gpu_processes")
+    assert gpu.severity == "fail"
+    assert "pid 580" in gpu.message and "GPU 0" in gpu.message and "40.5 GiB" in gpu.message
+    assert "kill 580" in gpu.remedy and "nvidia-smi --query-compute-apps" in gpu.remedy
+    assert exit_code(findings) == 2
+
+
+def test_sglang_tp2_imbalance_rule(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    spec = dep(engine="sglang", model=str(model), parallel={"tp": 2})
+    (gpu,) = by_id(run_checks(facts_with("h200x2-gpu0-40g.json", model), spec), "gpu_processes")
+    assert gpu.severity == "fail" and "The memory capacity is unbalanced" in gpu.message
+    (idle,) = by_id(run_checks(facts_with("h200x2-idle.json", model), spec), "gpu_processes")
+    assert idle.severity == "ok"
+
+
+@pytest.fixture(scope="module")
+def old_compressed_tensors(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real engine environment with compressed-tensors 0.8.1, the release in the story."""
+    venv = tmp_path_factory.mktemp("ct081") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "compressed-tensors==0.8.1"],
+        check=True,
+        capture_output=True,
+    )
+    return venv / "bin" / "python"
+
+
+def test_nvfp4_checkpoint_with_compressed_tensors_081_fails_naming_010(
+    tmp_path: Path, old_compressed_tensors: Path
+) -> None:
+    model = make_model(tmp_path, {**KIMI, "quantization_config": NVFP4})
+    software = gather_software_facts(old_compressed_tensors)
+    assert software["packages"]["compressed-tensors"] == "0.8.1"
+    assert "nvfp4-pack-quantized" not in software["compression_formats"]
+    findings = run_checks(facts_with("h200x2-idle.json", model, software), dep(model=str(model)))
+    (quant,) = by_id(findings, "quantization")
+    assert quant.severity == "fail"
+    assert "0.8.1" in quant.message and "nvfp4-pack-quantized" in quant.message
+    assert ">=0.10.0" in quant.remedy
+
+
+def sm120(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The H200 recording with the GPU identity of an RTX PRO 6000 Blackwell (SM120), as on the
+    story's machine. Derived, not recorded: no SM120 machine was available."""
+    facts = copy.deepcopy(recorded)
+    for g in facts["gpus"]["gpus"]:
+        g.update(name="NVIDIA RTX PRO 6000 Blackwell Server Edition", compute_capability="12.0")
+    return facts
+
+
+@pytest.mark.parametrize("backend", ["fa3", "cutedsl_mla", "trtllm_mha"])
+def test_mla_backend_that_cannot_run_on_sm120_fails_with_ladder(tmp_path: Path, backend: str) -> None:
+    model = make_model(tmp_path, KIMI)
+    facts = sm120(facts_with("h200x2-idle.json", model))
+    spec = dep(engine="sglang", model=str(model), args={"attention-backend": backend})
+    (att,) = by_id(run_checks(facts, spec), "attention_backend")
+    assert att.severity == "fail"
+    assert "SM12.0" in att.message and "MLA" in att.message
+    assert att.evidence["ladder"] == ["flashinfer", "triton"]
+    assert "--attention-backend flashinfer" in att.remedy or "attention-backend flashinfer" in att.remedy
+
+
+def test_mla_backends_that_do_run(tmp_path: Path) -> None:
+    model = make_model(tmp_path, KIMI)
+    on_h200 = facts_with("h200x2-idle.json", model)
+    (att,) = by_id(
+        run_checks(on_h200, dep(engine="sglang", model=str(model), args={"attention-backend": "fa3"})),
+        "attention_backend",
+    )
+    assert att.severity == "ok"
+    (att,) = by_id(
+        run_checks(sm120(on_h200), dep(engine="sglang", model=str(model), args={"attention-backend": "triton"})),
+        "attention_backend",
+    )
+    assert att.severity == "ok"
+
+
+# ---------------------------------------------------------------- other checks
+
+
+def test_memory_fit_shows_arithmetic_and_fails_when_it_cannot_fit(tmp_path: Path) -> None:
+    model = make_model(tmp_path, KIMI)
+    facts = facts_with("h200x2-idle.json", model)
+    (fit,) = by_id(run_checks(facts, dep(model=str(model), args={"max-model-len": 4096})), "memory_fit")
+    assert fit.severity == "ok" and "KV" in fit.message and "overhead 2.0 GiB" in fit.message
+    # MLA keeps one 576-wide latent per layer: 61 x 576 x 2 bytes per token
+    assert fit.evidence["kv_bytes_per_token"] == 61 * 576 * 2
+    (big,) = by_id(run_checks(facts, dep(model=str(model), args={"max-model-len": 10_000_000})), "memory_fit")
+    assert big.severity == "fail" and "need" in big.message
+
+
+def test_gqa_kv_split_across_tp(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    facts = facts_with("h200x2-idle.json", model)
+    (tp1,) = by_id(run_checks(facts, dep(model=str(model))), "memory_fit")
+    (tp2,) = by_id(run_checks(facts, dep(model=str(model), parallel={"tp": 2})), "memory_fit")
+    assert tp1.evidence["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    assert tp2.evidence["kv_bytes_per_token"] == tp1.evidence["kv_bytes_per_token"] / 2
+
+
+def test_parallelism_rules(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    facts = facts_with("h200x2-idle.json", model)
+    findings = by_id(run_checks(facts, dep(model=str(model), parallel={"tp": 3})), "parallelism")
+    assert any("does not divide the 32 attention heads" in f.message for f in findings)
+    assert any("3 GPUs, but 2 are available" in f.message for f in findings)
+
+
+def test_engine_flags_unknown_and_deprecated(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    software = {
+        "packages": {"sglang": "0.5.23"},
+        "engine_flags": [f"--flag-{i}" for i in range(200)] + ["--disable-cuda-graph", "--tp-size"],
+    }
+    findings = run_checks(
+        facts_with("h200x2-idle.json", model, software),
+        dep(engine="sglang", model=str(model), args={"disable-cuda-graph": True, "no-such": 1}),
+    )
+    flags = {f.evidence.get("flag"): f for f in by_id(findings, "engine_flags")}
+    assert (
+        flags["--disable-cuda-graph"].severity == "warn"
+        and "--cuda-graph-backend-decode" in flags["--disable-cuda-graph"].remedy
+    )
+    assert flags["--no-such"].severity == "fail"
+
+
+def test_bad_model_directories(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    truncated = make_model(tmp_path, LLAMA, name="trunc")
+    shard = next(truncated.glob("*.safetensors"))
+    shard.write_bytes(shard.read_bytes()[:40])
+    cases = {tmp_path / "missing": "does not exist", empty: "has no config.json", truncated: "truncated or corrupt"}
+    for path, text in cases.items():
+        facts = facts_with("h200x2-idle.json", path)
+        findings = by_id(run_checks(facts, dep(model=str(path))), "model_files")
+        assert any(f.severity == "fail" and text in f.message for f in findings), (path, findings)
+
+
+def test_missing_interpreter_is_a_finding() -> None:
+    sw = gather_software_facts("/nonexistent/bin/python")
+    (env,) = by_id(run_checks({"software": sw}, dep()), "engine_env")
+    assert env.severity == "fail" and "does not exist" in env.message
+
+
+def test_cli_check_with_recorded_facts_json_and_exit_codes(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"engine": "vllm", "python": sys.executable, "model": str(model)}))
+    res = firstlight("check", str(spec), "--json", "--facts", str(FACTS / "h200x2-gpu0-40g.json"), timeout=60)
+    assert res.returncode == 2, res.stderr
+    findings = json.loads(res.stdout)
+    assert all(set(f) == {"id", "severity", "message", "evidence", "remedy"} for f in findings)
+    assert any(f["id"] == "gpu_processes" and f["severity"] == "fail" for f in findings)
+    bad = firstlight("check", str(tmp_path / "nope.yaml"), timeout=60)
+    assert bad.returncode == 2 and "no such spec file" in bad.stderr and "Traceback" not in bad.stderr
+    res = firstlight("check", str(spec), "--facts", str(tmp_path / "nope.json"), timeout=60)
+    assert res.returncode == 2 and "cannot read facts" in res.stderr
