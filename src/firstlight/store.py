@@ -49,6 +49,49 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_launch ON events(launch_id, id);
+CREATE TABLE IF NOT EXISTS bench_runs (
+    id INTEGER PRIMARY KEY,
+    created REAL NOT NULL,
+    label TEXT NOT NULL,
+    url TEXT NOT NULL,
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    state TEXT NOT NULL,
+    launch_id INTEGER,
+    tokenizer TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS bench_levels (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES bench_runs(id),
+    idx INTEGER NOT NULL,
+    concurrency INTEGER,
+    request_rate REAL,
+    state TEXT NOT NULL,
+    started REAL,
+    ended REAL,
+    summary TEXT,
+    spec_decode TEXT,
+    client TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS bench_requests (
+    id INTEGER PRIMARY KEY,
+    level_id INTEGER NOT NULL REFERENCES bench_levels(id),
+    idx INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    scheduled REAL,
+    sent REAL,
+    done REAL,
+    status INTEGER,
+    error_kind TEXT,
+    error TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    chunks BLOB,
+    chunk_tokens BLOB
+);
+CREATE INDEX IF NOT EXISTS requests_by_level ON bench_requests(level_id, idx);
 """
 
 # Launch states. `starting` until the watcher decides; `ready` may later become `exited` or `stopped`.
@@ -164,6 +207,73 @@ class Store:
         return [
             Event(r["id"], r["launch_id"], r["ts"], r["kind"], r["phase"], json.loads(r["data"] or "{}")) for r in rows
         ]
+
+    # benchmark runs, levels and requests
+
+    def add_run(self, label: str, url: str, model: str, config: dict[str, Any], launch_id: int | None) -> int:
+        return int(
+            self.db.execute(
+                "INSERT INTO bench_runs(created, label, url, model, config, state, launch_id) VALUES (?,?,?,?,?,?,?)",
+                (time.time(), label, url, model, json.dumps(config), "running", launch_id),
+            ).lastrowid
+        )
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE bench_runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM bench_runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = dict(row)
+        run["config"] = json.loads(run["config"])
+        return run
+
+    def latest_run(self) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT id FROM bench_runs ORDER BY id DESC LIMIT 1").fetchone()
+        return self.get_run(row["id"]) if row else None
+
+    def add_level(self, run_id: int, idx: int, concurrency: int | None, rate: float | None) -> int:
+        return int(
+            self.db.execute(
+                "INSERT INTO bench_levels(run_id, idx, concurrency, request_rate, state, started) VALUES (?,?,?,?,?,?)",
+                (run_id, idx, concurrency, rate, "running", time.time()),
+            ).lastrowid
+        )
+
+    def update_level(self, level_id: int, **fields: Any) -> None:
+        for key in ("summary", "spec_decode", "client"):
+            if key in fields and not isinstance(fields[key], str | None):
+                fields[key] = json.dumps(fields[key])
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE bench_levels SET {cols} WHERE id = ?", (*fields.values(), level_id))
+
+    def levels(self, run_id: int) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM bench_levels WHERE run_id = ? ORDER BY idx, id", (run_id,)).fetchall()
+        out = []
+        for row in rows:
+            level = dict(row)
+            for key in ("summary", "spec_decode", "client"):
+                level[key] = json.loads(level[key]) if level[key] else None
+            out.append(level)
+        return out
+
+    def add_requests(self, rows: list[tuple[Any, ...]]) -> None:
+        self.db.execute("BEGIN")
+        try:
+            self.db.executemany(
+                "INSERT INTO bench_requests(level_id, idx, warmup, scheduled, sent, done, status, error_kind, error, "
+                "prompt_tokens, completion_tokens, chunks, chunk_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def request_rows(self, level_id: int) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM bench_requests WHERE level_id = ? ORDER BY id", (level_id,)).fetchall()
 
 
 _LAUNCH_SELECT = (

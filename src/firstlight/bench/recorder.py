@@ -1,0 +1,127 @@
+"""Every request into the store as it completes: a writer thread commits them in small batches.
+
+The event loop only puts finished records on a queue; a thread with its own SQLite connection
+commits what has arrived every 50 ms, so a crash loses at most that much and the loop never waits
+on the disk. `close()` flushes everything (Ctrl-C and a dead server included).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+from firstlight.bench.records import RequestRecord
+from firstlight.store import Store
+
+FLUSH_S = 0.05
+
+
+class Clock:
+    """Maps the client's monotonic clock to wall-clock seconds, fixed once per run."""
+
+    def __init__(self) -> None:
+        self.wall0 = time.time()
+        self.perf0 = time.perf_counter()
+
+    def wall(self, perf: float) -> float:
+        return self.wall0 + (perf - self.perf0) if perf else 0.0
+
+    def perf(self, wall: float) -> float:
+        return self.perf0 + (wall - self.wall0) if wall else 0.0
+
+
+def to_row(level_id: int, rec: RequestRecord, clock: Clock) -> tuple[Any, ...]:
+    offsets = array("d", (c - rec.sent for c in rec.chunks))
+    return (
+        level_id,
+        rec.index,
+        int(rec.warmup),
+        clock.wall(rec.scheduled),
+        clock.wall(rec.sent),
+        clock.wall(rec.done),
+        rec.status,
+        rec.error_kind,
+        rec.error,
+        rec.prompt_tokens,
+        rec.completion_tokens,
+        offsets.tobytes(),
+        rec.chunk_tokens.tobytes(),
+    )
+
+
+def from_row(row: Any) -> RequestRecord:
+    """A stored request on a wall-clock time base (only differences matter to the metrics)."""
+    rec = RequestRecord(
+        row["idx"],
+        row["scheduled"] or 0.0,
+        sent=row["sent"] or 0.0,
+        done=row["done"] or 0.0,
+        status=row["status"] or 0,
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        error_kind=row["error_kind"],
+        error=row["error"],
+        warmup=bool(row["warmup"]),
+    )
+    offsets = array("d")
+    offsets.frombytes(row["chunks"] or b"")
+    rec.chunks = array("d", (rec.sent + o for o in offsets))
+    rec.chunk_tokens = array("i")
+    rec.chunk_tokens.frombytes(row["chunk_tokens"] or b"")
+    return rec
+
+
+class RecordWriter:
+    def __init__(self, store_path: Path, clock: Clock) -> None:
+        self.store_path, self.clock = store_path, clock
+        self._queue: queue.Queue[tuple[int, RequestRecord] | threading.Event | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="record-writer", daemon=True)
+        self.written = 0
+        self._thread.start()
+
+    def put(self, level_id: int, rec: RequestRecord) -> None:
+        self._queue.put((level_id, rec))
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Return once every record handed over so far is committed."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        store = Store(self.store_path)
+        try:
+            stop = False
+            while not stop:
+                batch: list[tuple[int, RequestRecord]] = []
+                waiters: list[threading.Event] = []
+                item = self._queue.get()
+                deadline = time.monotonic() + FLUSH_S
+                while True:
+                    if item is None:
+                        stop = True
+                    elif isinstance(item, threading.Event):
+                        waiters.append(item)
+                    else:
+                        batch.append(item)
+                    if stop or waiters or time.monotonic() >= deadline:
+                        break
+                    try:
+                        item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
+                    except queue.Empty:
+                        break
+                if batch:
+                    store.add_requests([to_row(level, rec, self.clock) for level, rec in batch])
+                    self.written += len(batch)
+                for w in waiters:
+                    w.set()
+        finally:
+            store.close()
