@@ -248,8 +248,10 @@ async def run(
     progress: ProgressFn,
     resume_run: int | None = None,
     launch_id: int | None = None,
+    created: list[int] | None = None,
 ) -> int:
-    """Run (or resume) a benchmark; returns the run id. Raises Aborted with a one-line reason."""
+    """Run (or resume) a benchmark; returns the run id (also appended to `created` as soon as the run
+    exists, so a caller interrupted half-way knows it). Raises Aborted with a one-line reason."""
     store = Store(store_path)
     model = cfg.model or resolve_model(cfg.url, cfg.api_key)
     cfg.model = model
@@ -260,6 +262,8 @@ async def run(
     bodies = workload.bodies(model, cfg.endpoint, extra)
     if resume_run is None:
         run_id = store.add_run(cfg.label or model, cfg.url, model, cfg.public(), launch_id)
+        if created is not None:
+            created.append(run_id)
     else:
         run_id = resume_run
         store.update_run(run_id, state="running", reason=None)

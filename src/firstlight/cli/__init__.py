@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from firstlight.cli.bench import bench
 from firstlight.cli.check import check, facts
 from firstlight.cli.diagnose import diagnose
 from firstlight.cli.down import down
 from firstlight.cli.logs import logs
+from firstlight.cli.report import report
 from firstlight.cli.status import status
 from firstlight.cli.up import up
 from firstlight.cli.watch import watch
@@ -27,6 +29,8 @@ app.command()(status)
 app.command()(logs)
 app.command()(down)
 app.command()(diagnose)
+app.command()(bench)
+app.command()(report)
 
 
 def main() -> None:

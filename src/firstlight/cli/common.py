@@ -12,8 +12,9 @@ from rich.text import Text
 
 from firstlight.store import Launch, Store
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped output is read in logs and CI: wide enough that result tables are not cut.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 StoreOption = Annotated[
     Path | None,
