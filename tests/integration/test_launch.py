@@ -1,7 +1,7 @@
 """up / watch / status / logs / down against the real vLLM CPU engine on loopback.
 
-One engine comes up for the whole module (launching takes ~30 s on two cores); the failure tests
-each launch their own, one at a time.
+One engine comes up for the whole session (the `served` fixture; launching takes ~30 s on two cores)
+and the tests that only need a server share it; the failure tests each launch their own, one at a time.
 """
 
 from __future__ import annotations
@@ -23,16 +23,6 @@ from firstlight.store import Store
 from tests.conftest import firstlight, json_lines, tiny_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("engine_available")]
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("served")
-    store = tmp / "store.db"
-    spec = tiny_spec(tmp)
-    proc = firstlight("up", str(spec), "--json", store=store)
-    yield {"proc": proc, "store": store, "events": json_lines(proc.stdout), "spec": spec}
-    firstlight("down", store=store)
 
 
 def test_up_reaches_ready_with_vllm_phases_in_order(served) -> None:
@@ -92,19 +82,6 @@ def test_status_and_watch_and_logs(served) -> None:
     assert any(e["phase"] == "ready" for e in json_lines(watch.stdout))
     logs = firstlight("logs", store=store, timeout=30)
     assert "Application startup complete." in logs.stdout
-
-
-def test_down_leaves_no_process(served) -> None:
-    store = served["store"]
-    launch = Store(store).latest_launch()
-    assert group_members(launch.pgid)
-    res = firstlight("down", store=store, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert "none left" in res.stdout
-    assert group_members(launch.pgid) == []
-    assert Store(store).get_launch(launch.id).state == "stopped"
-    st = json.loads(firstlight("status", "--json", store=store).stdout)
-    assert st[0]["state"] == "stopped" and st[0]["running"] is False
 
 
 # ---------------------------------------------------------------- failures reproducible on CPU
@@ -215,4 +192,7 @@ def test_sigstop_is_stalled_within_allowance_and_down_cleans_up(tmp_path: Path) 
     assert stalled.data["allowance"] == allowance
     res = firstlight("down", store=store_path, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert group_members(launch.pgid) == []
+    assert "none left" in res.stdout
+    assert group_members(launch.pgid) == []  # down leaves no process of the group, stopped ones included
+    st = json.loads(firstlight("status", "--json", store=store_path).stdout)
+    assert st[0]["id"] == launch.id and st[0]["state"] == "stopped" and st[0]["running"] is False

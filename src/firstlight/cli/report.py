@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from firstlight.cli.common import StoreOption, console, fail, open_store
+from firstlight.cli.common import StoreOption, console, err_console, fail, open_store
 from firstlight.report.data import RunNotFound, run_data
 from firstlight.report.tables import comparison, comparison_table, markdown, run_table
 
@@ -41,6 +41,7 @@ def report(
             console.print(run_table(run))
         if len(data) > 1:
             console.print(comparison_table(data))
+    say = err_console if json_out else console  # keep stdout pure JSON with --json
     stem = "report-" + "-".join(str(i) for i in ids)
     if md_path is not None or html_path is not None:
         from firstlight.report import plots
@@ -49,9 +50,9 @@ def report(
         images = plots.all_plots(db, data, directory, stem)
         if md_path is not None:
             md_path.write_text(markdown(data, {t: p.name for t, p in images.items()}))
-            console.print(f"Markdown written to {md_path}")
+            say.print(f"Markdown written to {md_path}")
         if html_path is not None:
             from firstlight.report.html import page
 
             html_path.write_text(page(data, images))
-            console.print(f"HTML written to {html_path}")
+            say.print(f"HTML written to {html_path}")
