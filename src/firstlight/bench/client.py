@@ -19,11 +19,10 @@ import httptools
 
 from firstlight.bench.records import RequestRecord
 
-_COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+_INT = re.compile(rb"\s*(\d+)")
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!")')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
-_EVENT_END = re.compile(rb"\r?\n\r?\n")
 MAX_ERROR_BODY = 4096
 
 
@@ -113,19 +112,20 @@ class StreamConnection(asyncio.Protocol):
             if len(self._err_body) < MAX_ERROR_BODY:
                 self._err_body += body[: MAX_ERROR_BODY - len(self._err_body)]
             return
-        buf = self._buf + body if self._buf else body
-        start = 0
-        for m in _EVENT_END.finditer(buf):
-            self._event(buf[start : m.start()], rec)
-            start = m.end()
-        self._buf = buf[start:]
+        if self._buf:
+            body = self._buf + body
+        if b"\r" in body:
+            body = body.replace(b"\r\n", b"\n")  # SSE allows CRLF; most servers send LF
+        *events, self._buf = body.split(b"\n\n")
+        for event in events:
+            self._event(event, rec)
 
     def on_message_complete(self) -> None:
         rec = self._record
         if rec is None:
             return
         if self._buf.strip():
-            self._event(self._buf, rec)  # a last event without its blank line
+            self._event(self._buf.rstrip(b"\n"), rec)  # a last event without its blank line
             self._buf = b""
         rec.done = self._now
         if rec.status != 200:
@@ -139,43 +139,50 @@ class StreamConnection(asyncio.Protocol):
     # SSE
 
     def _event(self, event: bytes, rec: RequestRecord) -> None:
+        if event.startswith(b"data: {") and b"\n" not in event:
+            self._payload(event[6:], rec)  # the common case: one `data:` line carrying JSON
+            return
         for line in event.split(b"\n"):
-            line = line.rstrip(b"\r")
-            if not line.startswith(b"data:"):
-                continue  # comments, `event:` and `id:` lines carry no tokens
-            payload = line[5:].strip()
+            if line.startswith(b"data:"):  # comments, `event:` and `id:` lines carry no tokens
+                self._payload(line[5:].strip(), rec)
+
+    def _payload(self, payload: bytes, rec: RequestRecord) -> None:
+        if not payload.startswith(b"{"):
             if payload == b"[DONE]":
                 self._done_seen = True
-                continue
-            if not payload.startswith(b"{"):
+            elif payload:
                 rec.error_kind, rec.error = "malformed_stream", f"not a JSON event: {payload[:200]!r}"
-                continue
-            if payload.startswith(b'{"error"') or b'"object":"error"' in payload:
-                rec.error_kind, rec.error = "stream_error", payload[:500].decode("utf-8", "replace")
-                continue
-            m = _COMPLETION.search(payload)
-            if _EMPTY_CHOICES.search(payload):  # the trailing usage-only chunk
-                if m:
-                    rec.completion_tokens = int(m.group(1))
-                    p = _PROMPT.search(payload)
-                    rec.prompt_tokens = int(p.group(1)) if p else None
-                continue
-            if m:  # continuous usage: the cumulative count says how many tokens this event carried
-                total = int(m.group(1))
-                tokens = total - self._cum_tokens
-                self._cum_tokens = total
+            return
+        if payload.startswith(b'{"error"') or b'"object":"error"' in payload:
+            rec.error_kind, rec.error = "stream_error", payload[:500].decode("utf-8", "replace")
+            return
+        at = payload.find(b'"completion_tokens":')
+        total = int(_INT.match(payload, at + 20).group(1)) if at >= 0 else None  # type: ignore[union-attr]
+        if b'"choices":[]' in payload or (b'"choices": [' in payload and _EMPTY_CHOICES.search(payload)):
+            if total is not None:  # the trailing usage-only chunk
                 rec.completion_tokens = total
-                p = _PROMPT.search(payload)
-                if p:
-                    rec.prompt_tokens = int(p.group(1))
-                if tokens <= 0:
-                    continue
-            elif _TEXT.search(payload):
-                tokens = 1
-            else:
-                continue  # a role-only or empty delta: no token yet
-            rec.chunks.append(self._now)
-            rec.chunk_tokens.append(tokens)
+                self._prompt_tokens(payload, rec)
+            return
+        if total is not None:  # continuous usage: the cumulative count says how many tokens this event carried
+            tokens = total - self._cum_tokens
+            self._cum_tokens = total
+            rec.completion_tokens = total
+            if rec.prompt_tokens is None:
+                self._prompt_tokens(payload, rec)
+            if tokens <= 0:
+                return
+        elif _TEXT.search(payload):
+            tokens = 1
+        else:
+            return  # a role-only or empty delta: no token yet
+        rec.chunks.append(self._now)
+        rec.chunk_tokens.append(tokens)
+
+    @staticmethod
+    def _prompt_tokens(payload: bytes, rec: RequestRecord) -> None:
+        p = _PROMPT.search(payload)
+        if p:
+            rec.prompt_tokens = int(p.group(1))
 
     # request lifecycle
 

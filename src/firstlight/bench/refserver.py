@@ -74,6 +74,7 @@ class Stream:
     sent: int = 0
     last_write: float = 0.0
     first_write: float = 0.0
+    head: dict[int, bytes] = field(default_factory=dict)
 
 
 class Server:
@@ -122,30 +123,14 @@ class Server:
         k = min(self.per_chunk, s.n_tokens - s.sent)
         s.sent += k
         last = s.sent >= s.n_tokens
-        finish = '"length"' if last else "null"
-        text = " tok" * k
-        if s.chat:
-            choice = f'{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":{finish}}}'
-            obj = "chat.completion.chunk"
+        if not last:
+            # The hot path: one pre-built event with its running count; ~100k of these a second.
+            if s.continuous:
+                data = s.head[k] + b'%d,"total_tokens":%d}}\n\n' % (s.sent, s.prompt_tokens + s.sent)
+            else:
+                data = s.head[k]
         else:
-            choice = f'{{"index":0,"text":"{text}","finish_reason":{finish}}}'
-            obj = "text_completion"
-        usage = ""
-        if s.continuous:
-            usage = (
-                f',"usage":{{"prompt_tokens":{s.prompt_tokens},"completion_tokens":{s.sent},'
-                f'"total_tokens":{s.prompt_tokens + s.sent}}}'
-            )
-        payload = f'data: {{"id":"cmpl","object":"{obj}","choices":[{choice}]{usage}}}\n\n'
-        if last:
-            if s.usage:
-                payload += (
-                    f'data: {{"id":"cmpl","object":"{obj}","choices":[],"usage":{{"prompt_tokens":'
-                    f'{s.prompt_tokens},"completion_tokens":{s.n_tokens},'
-                    f'"total_tokens":{s.prompt_tokens + s.n_tokens}}}}}\n\n'
-                )
-            payload += "data: [DONE]\n\n"
-        data = payload.encode()
+            data = self._last_events(s, k)
         frame = b"%x\r\n%s\r\n" % (len(data), data)
         if last:
             frame += b"0\r\n\r\n"
@@ -165,6 +150,48 @@ class Server:
             t.requests += 1
             if s.n_tokens > 1:
                 t.tpots.append((now - s.first_write) / (s.n_tokens - 1))
+
+    @staticmethod
+    def _last_events(s: Stream, k: int) -> bytes:
+        obj, text = ("chat.completion.chunk", " tok" * k) if s.chat else ("text_completion", " tok" * k)
+        choice = (
+            f'{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":"length"}}'
+            if s.chat
+            else f'{{"index":0,"text":"{text}","finish_reason":"length"}}'
+        )
+        usage = (
+            (
+                f',"usage":{{"prompt_tokens":{s.prompt_tokens},"completion_tokens":{s.sent},'
+                f'"total_tokens":{s.prompt_tokens + s.sent}}}'
+            )
+            if s.continuous
+            else ""
+        )
+        payload = f'data: {{"id":"cmpl","object":"{obj}","choices":[{choice}]{usage}}}\n\n'
+        if s.usage:
+            payload += (
+                f'data: {{"id":"cmpl","object":"{obj}","choices":[],"usage":{{"prompt_tokens":'
+                f'{s.prompt_tokens},"completion_tokens":{s.n_tokens},'
+                f'"total_tokens":{s.prompt_tokens + s.n_tokens}}}}}\n\n'
+            )
+        return (payload + "data: [DONE]\n\n").encode()
+
+
+def event_heads(chat: bool, continuous: bool, prompt_tokens: int, per_chunk: int) -> dict[int, bytes]:
+    """Every non-final event up to its usage count, built once per stream (k = tokens in the event)."""
+    out = {}
+    for k in range(1, per_chunk + 1):
+        text = " tok" * k
+        if chat:
+            obj, choice = "chat.completion.chunk", f'{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}'
+        else:
+            obj, choice = "text_completion", f'{{"index":0,"text":"{text}","finish_reason":null}}'
+        head = f'data: {{"id":"cmpl","object":"{obj}","choices":[{choice}]'
+        if continuous:
+            out[k] = (head + f',"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":').encode()
+        else:
+            out[k] = (head + "}\n\n").encode()
+    return out
 
 
 class ServerConnection(asyncio.Protocol):
@@ -237,14 +264,17 @@ class ServerConnection(asyncio.Protocol):
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: keep-alive\r\n\r\n"
         )
+        continuous = bool(opts.get("continuous_usage_stats"))
+        prompt_tokens = max(len(str(prompt)) // 4, 1)
         stream = Stream(
             self,
             arrival,
             max(n, 1),
             chat,
             bool(opts.get("include_usage")),
-            bool(opts.get("continuous_usage_stats")),
-            max(len(str(prompt)) // 4, 1),
+            continuous,
+            prompt_tokens,
+            head=event_heads(chat, continuous, prompt_tokens, self.server.per_chunk),
         )
         self.server.schedule(stream)
 
