@@ -167,6 +167,61 @@ def run_vllm(port: int, c: int, tmp: Path) -> dict | None:
     }
 
 
+def client_own_error(port: int, c: int) -> dict[str, float]:
+    """The same client code, in this process, reading the server's X-Arrival header (when it read each
+    request, on the shared monotonic clock): splits firstlight's TTFT into the time the request waited
+    to be read by the server, and the rest, whose difference from the server's own TTFT is the client's
+    error. The reference server is Python: at high concurrency its intake, not the client, adds delay."""
+    import asyncio
+
+    import numpy as np
+    import uvloop
+
+    from firstlight.bench.client import ConnectionPool, StreamConnection, Target
+    from firstlight.bench.records import RequestRecord
+
+    arrivals: dict[int, float] = {}
+
+    def on_header(self: StreamConnection, name: bytes, value: bytes) -> None:
+        if name.lower() == b"x-arrival" and self._record is not None:
+            arrivals[id(self._record)] = float(value)
+
+    StreamConnection.on_header = on_header  # type: ignore[attr-defined]
+    body = json.dumps(
+        {
+            "model": "ref",
+            "prompt": "hi " * 30,
+            "max_tokens": TOKENS,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+    ).encode()
+
+    async def go() -> list[RequestRecord]:
+        pool = ConnectionPool(Target.from_url(f"http://127.0.0.1:{port}", "/v1/completions"))
+        recs: list[RequestRecord] = []
+        todo = iter(range(requests_for(c)))
+
+        async def worker() -> None:
+            for i in todo:
+                r = RequestRecord(i, time.perf_counter())
+                await pool.send(r, body, 120)
+                recs.append(r)
+
+        await asyncio.gather(*(worker() for _ in range(c)))
+        return recs
+
+    recs = uvloop.run(go())
+    del StreamConnection.on_header  # type: ignore[attr-defined]
+    intake = np.array([arrivals[id(r)] - r.sent for r in recs if id(r) in arrivals]) * 1000
+    rest = np.array([r.chunks[0] - arrivals[id(r)] for r in recs if id(r) in arrivals and r.chunks]) * 1000
+    return {
+        "intake_p50": float(np.median(intake)),
+        "rest_p50": float(np.median(rest)),
+        "rest_p99": float(np.percentile(rest, 99)),
+    }
+
+
 def line(name: str, got: dict, t: dict, ideal: float) -> str:
     return (
         f"  {name:<18} TTFT p50 {got['ttft']['p50']:8.2f} ({got['ttft']['p50'] - t['ttft_ms']['p50']:+7.2f})  "
@@ -210,6 +265,14 @@ def main() -> None:
                     )
                     print(results[-1], flush=True)
                     if "client" in got:
+                        own = client_own_error(port, c)
+                        t = truth(port)
+                        print(
+                            f"  split of firstlight's TTFT: waiting for the server to read the request p50 "
+                            f"{own['intake_p50']:.2f} ms; read → first token p50 {own['rest_p50']:.2f} "
+                            f"({own['rest_p50'] - t['ttft_ms']['p50']:+.2f} vs the server's TTFT), "
+                            f"p99 {own['rest_p99']:.2f} ({own['rest_p99'] - t['ttft_ms']['p99']:+.2f})"
+                        )
                         print(
                             f"  firstlight's own view: loop lag p99 {got['client']['loop_lag_p99_ms']:.1f} ms, CPU "
                             f"{got['client']['cpu_pct']:.0f}%, client_limited={got['client']['client_limited']}"

@@ -89,7 +89,8 @@ CREATE TABLE IF NOT EXISTS bench_requests (
     prompt_tokens INTEGER,
     completion_tokens INTEGER,
     chunks BLOB,
-    chunk_tokens BLOB
+    chunk_tokens BLOB,
+    perf_sent REAL
 );
 CREATE INDEX IF NOT EXISTS requests_by_level ON bench_requests(level_id, idx);
 """
@@ -263,8 +264,9 @@ class Store:
         self.db.execute("BEGIN")
         try:
             self.db.executemany(
-                "INSERT INTO bench_requests(level_id, idx, warmup, scheduled, sent, done, status, error_kind, error, "
-                "prompt_tokens, completion_tokens, chunks, chunk_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO bench_requests(level_id, idx, warmup, scheduled, sent, done, status, error_kind, "
+                "error, prompt_tokens, completion_tokens, chunks, chunk_tokens, perf_sent) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 rows,
             )
         except BaseException:

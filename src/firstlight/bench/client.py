@@ -269,6 +269,15 @@ class ConnectionPool:
             return rec
         return rec
 
+    async def prewarm(self, n: int) -> int:
+        """Open up to n idle connections before a level starts, so the level measures serving rather than
+        the server's accept queue (a burst of new connections waits there before any request is read)."""
+        wanted = max(n - len(self._idle), 0)
+        results = await asyncio.gather(*(self._connect() for _ in range(wanted)), return_exceptions=True)
+        opened = [c for c in results if isinstance(c, StreamConnection)]
+        self._idle.extend(opened)
+        return len(opened)
+
     def _take(self) -> StreamConnection | None:
         now = time.monotonic()
         while self._idle:

@@ -35,7 +35,8 @@ class Clock:
 
 
 def to_row(level_id: int, rec: RequestRecord, clock: Clock) -> tuple[Any, ...]:
-    offsets = array("d", (c - rec.sent for c in rec.chunks))
+    # Chunk times go in as the client's own clock readings (a C-level copy): this runs in the writer
+    # thread, and any per-chunk Python work here would hold the GIL away from the event loop.
     return (
         level_id,
         rec.index,
@@ -48,8 +49,9 @@ def to_row(level_id: int, rec: RequestRecord, clock: Clock) -> tuple[Any, ...]:
         rec.error,
         rec.prompt_tokens,
         rec.completion_tokens,
-        offsets.tobytes(),
+        rec.chunks.tobytes(),
         rec.chunk_tokens.tobytes(),
+        rec.sent,
     )
 
 
@@ -67,9 +69,10 @@ def from_row(row: Any) -> RequestRecord:
         error=row["error"],
         warmup=bool(row["warmup"]),
     )
-    offsets = array("d")
-    offsets.frombytes(row["chunks"] or b"")
-    rec.chunks = array("d", (rec.sent + o for o in offsets))
+    times = array("d")
+    times.frombytes(row["chunks"] or b"")
+    shift = rec.sent - (row["perf_sent"] or 0.0)  # client clock → wall clock
+    rec.chunks = array("d", (t + shift for t in times))
     rec.chunk_tokens = array("i")
     rec.chunk_tokens.frombytes(row["chunk_tokens"] or b"")
     return rec

@@ -346,6 +346,8 @@ async def run_level(
     state = LevelState(idx, conc, rate, len(indices))
     runner = LevelRunner(pool, bodies, writer, level_id, state, cfg.timeout)
     before = await asyncio.to_thread(specdecode.scrape, cfg.url)
+    if await pool.prewarm(min(conc or 64, len(indices), 4096)):
+        await asyncio.sleep(0.2)  # connected is not yet accepted: let the server take them before the load
     lags: list[float] = []
     stop_monitor = asyncio.Event()
     monitor = asyncio.create_task(lag_monitor(lags, stop_monitor))
