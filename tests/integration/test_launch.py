@@ -196,3 +196,32 @@ def test_sigstop_is_stalled_within_allowance_and_down_cleans_up(tmp_path: Path) 
     assert group_members(launch.pgid) == []  # down leaves no process of the group, stopped ones included
     st = json.loads(firstlight("status", "--json", store=store_path).stdout)
     assert st[0]["id"] == launch.id and st[0]["state"] == "stopped" and st[0]["running"] is False
+
+
+def test_transformers_serve_engine_ready(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.conftest import ENGINE_PY, TINY_MODEL, free_port
+
+    spec = tmp_path / "tf.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny-tf",
+                "engine": "transformers",
+                "python": str(ENGINE_PY),
+                "model": str(TINY_MODEL),
+                "port": free_port(),
+                "args": {"device": "cpu"},
+                "log_dir": str(tmp_path / "logs"),
+            }
+        )
+    )
+    store = tmp_path / "s.db"
+    res = firstlight("up", str(spec), "--json", store=store, timeout=240)
+    try:
+        assert res.returncode == 0, res.stdout + res.stderr
+        entered = [e["phase"] for e in json_lines(res.stdout) if e["kind"] == "phase"]
+        assert entered == ["process_start", "weights_loading", "weights_loaded", "http_listening", "ready"]
+    finally:
+        firstlight("down", store=store, timeout=60)

@@ -218,7 +218,7 @@ def test_engine_flags_unknown_and_deprecated(tmp_path: Path) -> None:
     model = make_model(tmp_path, LLAMA)
     software = {
         "packages": {"sglang": "0.5.23"},
-        "engine_flags": [f"--flag-{i}" for i in range(200)] + ["--disable-cuda-graph", "--tp-size"],
+        "engine_flags": {"sglang": [f"--flag-{i}" for i in range(200)] + ["--disable-cuda-graph", "--tp-size"]},
     }
     findings = run_checks(
         facts_with("h200x2-idle.json", model, software),
@@ -230,6 +230,12 @@ def test_engine_flags_unknown_and_deprecated(tmp_path: Path) -> None:
         and "--cuda-graph-backend-decode" in flags["--disable-cuda-graph"].remedy
     )
     assert flags["--no-such"].severity == "fail"
+    # flags are judged against the launched engine's own list only
+    tf = run_checks(
+        facts_with("h200x2-idle.json", model, software),
+        dep(engine="transformers", model=str(model), args={"continuous-batching": True}),
+    )
+    assert all(f.severity == "ok" for f in by_id(tf, "engine_flags"))
 
 
 def test_bad_model_directories(tmp_path: Path) -> None:

@@ -114,3 +114,11 @@ def test_bad_inputs_never_traceback(tmp_path: Path) -> None:
 def test_unknown_engine_option_is_an_error() -> None:
     res = firstlight("diagnose", str(DATA / "corpus" / "002.log"), "--engine", "foo", timeout=60)
     assert res.returncode == 2 and "--engine" in res.stderr
+
+
+def test_missing_package_named_by_transformers() -> None:
+    # seen for real: transformers serve on CPU without accelerate installed in the engine's environment
+    log = (DATA / "startup" / "transformers-no-accelerate.log").read_text()
+    d = diagnose_text(log).diagnosis
+    assert d.category == "import_dependency_error"
+    assert "requires `accelerate`" in d.root_cause_line

@@ -122,3 +122,17 @@ def test_any_split_of_a_good_stream_gives_the_same_record(data: st.DataObject) -
     parts = [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
     r = feed(parts)
     assert r.ok and sum(r.chunk_tokens) == 3 and r.completion_tokens == 3
+
+
+def test_usage_only_in_the_last_token_event() -> None:
+    # transformers serve: no continuous usage, the total rides on the last token's event, no [DONE]
+    parts = [
+        HEAD,
+        event('{"choices":[{"text":" a"}]}'),
+        event('{"choices":[{"text":" b"}]}'),
+        event('{"choices":[{"text":" c","finish_reason":"length"}],"usage":{"prompt_tokens":4,"completion_tokens":3}}'),
+        b"0\r\n\r\n",
+    ]
+    r = feed(parts)
+    assert r.ok and list(r.chunk_tokens) == [1, 1, 1]
+    assert r.completion_tokens == 3 and r.prompt_tokens == 4

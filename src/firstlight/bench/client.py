@@ -163,7 +163,9 @@ class StreamConnection(asyncio.Protocol):
                 rec.completion_tokens = total
                 self._prompt_tokens(payload, rec)
             return
-        if total is not None:  # continuous usage: the cumulative count says how many tokens this event carried
+        if total is not None and (self._cum_tokens or not rec.chunks):
+            # continuous usage (it came with the first token): the running count says how many tokens
+            # this event carried
             tokens = total - self._cum_tokens
             self._cum_tokens = total
             rec.completion_tokens = total
@@ -171,6 +173,13 @@ class StreamConnection(asyncio.Protocol):
                 self._prompt_tokens(payload, rec)
             if tokens <= 0:
                 return
+        elif total is not None:
+            # usage only on the last token's event (transformers serve): the total, not this event's share
+            rec.completion_tokens = total
+            self._prompt_tokens(payload, rec)
+            if not _TEXT.search(payload):
+                return
+            tokens = 1
         elif _TEXT.search(payload):
             tokens = 1
         else:

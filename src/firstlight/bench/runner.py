@@ -230,6 +230,26 @@ def resolve_model(url: str, api_key: str | None) -> str:
         raise Aborted(f"cannot ask {url}/v1/models for the model name ({e}); pass --model") from e
 
 
+def accepted_extras(cfg: BenchConfig, model: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The sampling fields this server accepts: `ignore_eos` makes output lengths exact on vLLM and SGLang,
+    but transformers serve rejects unknown fields (422). One tiny request finds out; a rejected field is
+    dropped (the server's usage still gives each request's true length)."""
+    path = "/v1/chat/completions" if cfg.endpoint == "chat" else "/v1/completions"
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False, **extra}
+    if cfg.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": "hi"}]
+    else:
+        body["prompt"] = "hi"
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    try:
+        r = httpx.post(cfg.url + path, json=body, headers=headers, timeout=cfg.timeout, trust_env=False)
+    except httpx.HTTPError:
+        return extra  # the level itself will say what is wrong with the server
+    if r.status_code in (400, 422) and "ignore_eos" in r.text:
+        return {k: v for k, v in extra.items() if k != "ignore_eos"}
+    return extra
+
+
 def build_workload(cfg: BenchConfig, model: str, n: int) -> Workload:
     tokenizer = Tokenizer.from_server(cfg.url, model)
     if tokenizer is None and cfg.tokenizer_dir:
@@ -258,7 +278,7 @@ async def run(
     specs = cfg.level_specs()
     n_max = min(max(cfg.requests_for(c, r) for c, r in specs), MAX_PROMPTS)
     workload = await asyncio.to_thread(build_workload, cfg, model, n_max + cfg.warmup)
-    extra = {"temperature": cfg.temperature, "ignore_eos": True}
+    extra = await asyncio.to_thread(accepted_extras, cfg, model, {"temperature": cfg.temperature, "ignore_eos": True})
     bodies = workload.bodies(model, cfg.endpoint, extra)
     if resume_run is None:
         run_id = store.add_run(cfg.label or model, cfg.url, model, cfg.public(), launch_id)
@@ -267,7 +287,12 @@ async def run(
     else:
         run_id = resume_run
         store.update_run(run_id, state="running", reason=None)
-    store.update_run(run_id, tokenizer=f"{workload.tokenizer}; {workload.source}")
+    lengths = (
+        "exact output lengths (ignore_eos)"
+        if "ignore_eos" in extra
+        else ("the server rejects ignore_eos: output lengths may end early at EOS")
+    )
+    store.update_run(run_id, tokenizer=f"{workload.tokenizer}; {workload.source}; {lengths}")
     done_levels = {lv["idx"]: lv for lv in store.levels(run_id)}
     clock = Clock()
     writer = RecordWriter(store.path, clock)

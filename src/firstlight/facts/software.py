@@ -61,11 +61,12 @@ if ct_dir:
     if "class CompressionFormat" in src:
         block = src.split("class CompressionFormat", 1)[1].split("\nclass ", 1)[0]
     out["compression_formats"] = sorted(set(re.findall(r"=\s*\"([a-z0-9-]+)\"", block)))
-flags = set()
+out["engine_flags"] = {}
 for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/server_args.py", "srt/arg_groups"))):
     root = package_dir(pkg)
     if not root:
         continue
+    flags = set()
     for r in rel:
         p = os.path.join(root, r)
         files = [p] if os.path.isfile(p) else [
@@ -74,7 +75,7 @@ for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/s
             text = read(f)
             flags.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text))
             flags.update("--" + n.replace("_", "-") for n in re.findall(r"^\s{4}([a-z][a-z0-9_]*)\s*:", text, re.M))
-    out["engine_flags"] = sorted(flags)
+    out["engine_flags"][pkg] = sorted(flags)
 print(json.dumps(out))
 """
 

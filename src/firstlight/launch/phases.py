@@ -95,20 +95,22 @@ class PhaseMachine:
         return True
 
     def feed(self, line: str, line_no: int, shape: str | None = None) -> PhaseEvent | None:
-        """The one event a line produces, if any. Progress bars are checked first, so a bar that also
-        marks its phase's start carries its k/n."""
-        for rule in self._matching(line, shape):
-            if isinstance(rule, ProgressRule):
-                m = rule.pattern.search(line)
-                assert m is not None
-                entered = self.advance(rule.phase)
-                if not entered and rule.phase != self.current:
-                    continue
-                return PhaseEvent(rule.phase, entered, line_no, line, log_time(line), _progress(rule, m))
-            if self.advance(rule.phase):
-                return PhaseEvent(rule.phase, True, line_no, line, log_time(line))
-            if rule.phase == self.current:
-                return PhaseEvent(rule.phase, False, line_no, line, log_time(line))
+        """The one event a line produces, if any. A line that moves the machine forward enters the furthest
+        phase it names; otherwise it is progress inside the current phase. A progress bar's k/n travels
+        with the event either way (a bar at 100% may also mark the next phase)."""
+        matches = self._matching(line, shape)
+        if not matches:
+            return None
+        bar = next(((r, m) for r in matches if isinstance(r, ProgressRule) and (m := r.pattern.search(line))), None)
+        forward = [r for r in matches if PHASE_INDEX[r.phase] > self.index]
+        if forward:
+            target = max(forward, key=lambda r: PHASE_INDEX[r.phase])
+            self.advance(target.phase)
+            return PhaseEvent(target.phase, True, line_no, line, log_time(line), _progress(*bar) if bar else None)
+        if bar is not None and bar[0].phase == self.current:
+            return PhaseEvent(self.current, False, line_no, line, log_time(line), _progress(*bar))
+        if any(r.phase == self.current for r in matches):
+            return PhaseEvent(self.current, False, line_no, line, log_time(line))
         return None
 
     def _matching(self, line: str, shape: str | None) -> tuple[ProgressRule | PhaseRule, ...]:

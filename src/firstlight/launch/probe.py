@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -30,32 +31,42 @@ def check_health(client: httpx.Client, url: str, path: str) -> ProbeResult:
 
 
 def generate_one_token(client: httpx.Client, url: str, model: str, timeout: float) -> ProbeResult:
-    body = {"model": model, "prompt": PROMPT, "max_tokens": 1, "temperature": 0, "stream": False}
+    """One real token through the streaming API, the path every engine serves (some serve no other)."""
+    body = {
+        "model": model,
+        "prompt": PROMPT,
+        "max_tokens": 1,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     t0 = time.monotonic()
+    text, tokens = "", None
     try:
-        r = client.post(url + "/v1/completions", json=body, timeout=timeout)
+        with client.stream("POST", url + "/v1/completions", json=body, timeout=timeout) as r:
+            if r.status_code != 200:
+                detail = r.read().decode("utf-8", "replace")[:300]
+                return ProbeResult(
+                    False, "generate", f"/v1/completions answered {r.status_code}: {detail}", r.status_code
+                )
+            for line in r.iter_lines():
+                if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                    continue
+                event = json.loads(line[5:])
+                if event.get("error"):
+                    return ProbeResult(False, "generate", f"the stream carried an error: {line[:300]}", 200)
+                for choice in event.get("choices") or []:
+                    text += choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+                tokens = (event.get("usage") or {}).get("completion_tokens", tokens)
     except httpx.HTTPError as e:
         return ProbeResult(False, "generate", f"{type(e).__name__}: {e}")
+    except (ValueError, AttributeError) as e:
+        return ProbeResult(False, "generate", f"unexpected stream: {e}", 200)
     latency = time.monotonic() - t0
-    if r.status_code != 200:
-        return ProbeResult(
-            False, "generate", f"/v1/completions answered {r.status_code}: {r.text[:300]}", r.status_code
-        )
-    try:
-        payload = r.json()
-        text = payload["choices"][0].get("text", "")
-        tokens = (payload.get("usage") or {}).get("completion_tokens")
-    except (ValueError, KeyError, IndexError, TypeError):
-        return ProbeResult(False, "generate", f"unexpected completion body: {r.text[:300]}", r.status_code)
-    if tokens is not None and tokens < 1:
-        return ProbeResult(False, "generate", "the completion carried no generated token", r.status_code)
+    if not text and not tokens:
+        return ProbeResult(False, "generate", "the completion carried no generated token", 200)
     return ProbeResult(
-        True,
-        "generate",
-        f"generated {tokens or 1} token in {latency * 1000:.0f} ms",
-        r.status_code,
-        text,
-        latency,
+        True, "generate", f"generated {tokens or 1} token in {latency * 1000:.0f} ms", 200, text, latency
     )
 
 

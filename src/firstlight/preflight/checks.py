@@ -160,7 +160,8 @@ def check_engine_environment(facts: Facts, dep: Deployment) -> list[Finding]:
 
 def check_engine_flags(facts: Facts, dep: Deployment) -> list[Finding]:
     sw = facts.get("software") or {}
-    known = set(sw.get("engine_flags") or [])
+    flags = sw.get("engine_flags")
+    known = set(flags.get(dep.engine, [])) if isinstance(flags, dict) else set()  # the flags of each engine
     version = (sw.get("packages") or {}).get(dep.engine)
     out = []
     deprecated = DEPRECATED_FLAGS.get(dep.engine, {})

@@ -80,7 +80,8 @@ def _style(ax: Any) -> None:
     if xs and max(xs) / min(xs) > 8 and ax.get_xlabel() != "end-to-end latency (ms)":
         ax.set_xscale("log", base=2)  # concurrency ladders double: 1, 8, 64, 256
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
 
 
 def _finish(fig: Any, ax: Any, path: Path) -> None:
