@@ -106,8 +106,8 @@ def test_stale_40g_process_on_gpu0_fails_naming_pid_and_gpu(tmp_path: Path) -> N
     findings = run_checks(facts_with("h200x2-gpu0-40g.json", model), dep(model=str(model)))
     (gpu,) = by_id(findings, "gpu_processes")
     assert gpu.severity == "fail"
-    assert "pid 580" in gpu.message and "GPU 0" in gpu.message and "40.5 GiB" in gpu.message
-    assert "kill 580" in gpu.remedy and "nvidia-smi --query-compute-apps" in gpu.remedy
+    assert "pid 1509" in gpu.message and "GPU 0" in gpu.message and "40.5 GiB" in gpu.message
+    assert "kill 1509" in gpu.remedy and "nvidia-smi --query-compute-apps" in gpu.remedy
     assert exit_code(findings) == 2
 
 

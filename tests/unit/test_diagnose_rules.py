@@ -122,3 +122,11 @@ def test_missing_package_named_by_transformers() -> None:
     d = diagnose_text(log).diagnosis
     assert d.category == "import_dependency_error"
     assert "requires `accelerate`" in d.root_cause_line
+
+
+def test_missing_model_on_the_h200() -> None:
+    # recorded on an H200 by validation/gpu/run.sh (`up --force` with a model path that does not exist)
+    report = diagnose_text((DATA / "startup" / "transformers-5.17-h200-missing-model.log").read_text())
+    assert report.engine == "transformers" and report.outcome == "failed"
+    assert report.diagnosis.category == "missing_model_files"
+    assert "no-such-model" in report.diagnosis.remedy

@@ -82,10 +82,7 @@ def gather_gpu_facts() -> dict[str, Any]:
             "cuda_driver": _cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion_v2)),
             "gpus": [_gpu(i, h) for i, h in enumerate(handles)],
         }
-        bus_to_index = {g["pci_bus_id"]: g["index"] for g in facts["gpus"]}
-        facts["topology"] = [
-            [_link(handles, a, b, bus_to_index) for b in range(len(handles))] for a in range(len(handles))
-        ]
+        facts["topology"] = [[_link(handles, a, b) for b in range(len(handles))] for a in range(len(handles))]
         return facts
     finally:
         nvml.close()

@@ -32,6 +32,7 @@ from firstlight.store import Store
 TICK_S = 0.05
 FATAL_GRACE_S = 5.0  # after a fatal line, how long the engine gets to exit by itself
 GPU_SAMPLE_S = 1.0
+GPU_SAMPLE_READY_S = 10.0
 
 
 @dataclass
@@ -74,7 +75,8 @@ class Watcher:
         self.inbox.put(("exit", code))
 
     def _sample_gpus(self, stop: threading.Event) -> None:
-        while not stop.wait(GPU_SAMPLE_S):
+        # every second while starting; once serving, a sample every 10 s is enough for `status`
+        while not stop.wait(GPU_SAMPLE_S if self.state.outcome != "ready" else GPU_SAMPLE_READY_S):
             mem = self.nvml.memory()
             if mem:
                 self.inbox.put(("gpu", [m.__dict__ for m in mem]))
