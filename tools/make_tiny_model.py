@@ -136,16 +136,31 @@ def build_tokenizer(out: Path):
 
 
 SHAPES = {
-    "tiny": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 2048},
-    "llama3-8b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-                  "max_position_embeddings": 8192, "rope_theta": 500000.0},
+    "tiny": {
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "max_position_embeddings": 2048,
+    },
+    "llama3-8b": {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+    },
 }
 
 
-def build_model(out: Path, vocab: dict[str, int], shape: str = "tiny", dtype: str = "float32",
-                device: str = "cpu") -> None:
+def build_model(
+    out: Path, vocab: dict[str, int], shape: str = "tiny", dtype: str = "float32", device: str = "cpu"
+) -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 

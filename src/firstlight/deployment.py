@@ -21,7 +21,7 @@ EXAMPLES: dict[str, str] = {
     "served_model_name": "served_model_name: tiny-llama",
     "host": "host: 127.0.0.1",
     "port": "port: 8000   # 1-65535",
-    "parallel": "parallel: {tp: 8, pp: 1, dp: 1, ep: 1}",
+    "parallel": "parallel: {tp: 8, pp: 1, dp: 1, ep: 1, nodes: 1}",
     "args": "args: {max-model-len: 2048, enforce-eager: true}",
     "env": 'env: {VLLM_CPU_KVCACHE_SPACE: "1"}',
     "supervisor": "supervisor: embedded",
@@ -56,10 +56,15 @@ class Parallel(BaseModel):
     pp: int = Field(1, ge=1)
     dp: int = Field(1, ge=1)
     ep: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1, description="hosts the ranks span (multi-node: render lws or slurm)")
 
     @property
     def world_size(self) -> int:
         return self.tp * self.pp * self.dp
+
+    @property
+    def gpus_per_node(self) -> int:
+        return max(1, self.world_size // self.nodes)
 
 
 class Deployment(BaseModel):

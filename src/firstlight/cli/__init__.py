@@ -9,6 +9,7 @@ from firstlight.cli.check import check, facts
 from firstlight.cli.diagnose import diagnose
 from firstlight.cli.down import down
 from firstlight.cli.logs import logs
+from firstlight.cli.render import render
 from firstlight.cli.report import report
 from firstlight.cli.status import status
 from firstlight.cli.up import up
@@ -31,6 +32,7 @@ app.command()(down)
 app.command()(diagnose)
 app.command()(bench)
 app.command()(report)
+app.command()(render)
 
 
 def main() -> None:

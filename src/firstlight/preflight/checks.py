@@ -32,7 +32,7 @@ def used_gpus(facts: Facts, dep: Deployment) -> list[dict[str, Any]]:
         chosen = [g for w in wanted for g in gpus if str(g["index"]) == w or g.get("uuid") == w]
     else:
         chosen = gpus
-    return chosen[: dep.parallel.world_size]
+    return chosen[: dep.parallel.gpus_per_node]
 
 
 def sm_major(gpus: list[dict[str, Any]]) -> int | None:
@@ -304,7 +304,7 @@ def check_parallelism(facts: Facts, dep: Deployment) -> list[Finding]:
         candidates = gpus
         if dep.env.get("CUDA_VISIBLE_DEVICES") is not None:
             candidates = [g for g in gpus if str(g["index"]) in dep.env["CUDA_VISIBLE_DEVICES"].split(",")]
-        if par.world_size > len(candidates):
+        if par.gpus_per_node > len(candidates):
             out.append(
                 fail(
                     "parallelism",

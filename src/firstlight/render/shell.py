@@ -1,0 +1,36 @@
+"""A standalone script that reproduces the launch exactly: for a bug report, or a machine without firstlight."""
+
+from __future__ import annotations
+
+import shlex
+
+from firstlight.render.common import Rendering, shell_join
+
+
+def script(r: Rendering) -> str:
+    dep = r.dep
+    lines = [
+        "#!/usr/bin/env bash",
+        r.header().rstrip(),
+        f"# {dep.name}: {dep.engine} serving {dep.model} on {dep.host}:{dep.port}.",
+        "set -euo pipefail",
+        "",
+    ]
+    for var in r.env:
+        if var.name.startswith("#"):
+            lines.append(f"# {var.why}")
+            lines.append(f"# export {var.name[1:].strip()}={shlex.quote(var.value)}")
+            continue
+        lines.append(f"# {var.why}")
+        lines.append(f"export {var.name}={shlex.quote(var.value)}")
+    if r.secrets:
+        names = " ".join(sorted(r.secrets))
+        lines += [
+            "",
+            f"# Secrets are not in this script: set {names} in the environment, or put them in a",
+            "# file (mode 0600) named by FIRSTLIGHT_ENV_FILE.",
+            'if [ -n "${FIRSTLIGHT_ENV_FILE:-}" ]; then set -a; . "$FIRSTLIGHT_ENV_FILE"; set +a; fi',
+        ]
+        lines += [f': "${{{name}:?set {name} (a secret, not stored in this script)}}"' for name in sorted(r.secrets)]
+    lines += ["", f"exec {shell_join(r.argv)}", ""]
+    return "\n".join(lines)
