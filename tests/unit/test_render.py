@@ -167,3 +167,12 @@ def test_cli_writes_a_0600_env_file_and_never_logs_secrets(tmp_path: Path) -> No
         assert secret not in out.read_text() and secret not in res.stdout + res.stderr
     bad = firstlight("render", str(RENDER / "vllm-single.yaml"), "--format", "lws", timeout=60)
     assert bad.returncode == 2 and "parallel.nodes" in bad.stderr
+
+
+@pytest.mark.skipif(Path("/run/systemd/system").is_dir(), reason="systemd runs here: the error path is not taken")
+def test_up_with_systemd_where_it_does_not_run_is_a_one_line_error(tmp_path: Path) -> None:
+    res = firstlight(
+        "up", str(RENDER / "vllm-single.yaml"), "--supervisor", "systemd", store=tmp_path / "s.db", timeout=60
+    )
+    assert res.returncode == 2 and "systemd is not running" in res.stderr
+    assert res.stderr.count("\n") <= 2 and "Traceback" not in res.stderr

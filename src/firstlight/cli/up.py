@@ -19,6 +19,7 @@ from firstlight.cli.common import (
     view_mode,
 )
 from firstlight.deployment import SpecError, load_deployment
+from firstlight.launch import systemd
 from firstlight.launch.control import start_launch, stop_launch
 from firstlight.launch.view import LaunchView, timeline_table
 from firstlight.store import Launch, Store
@@ -31,6 +32,9 @@ def up(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
     force: Annotated[bool, typer.Option("--force", help="launch even when a preflight check fails")] = False,
+    supervisor: Annotated[
+        str | None, typer.Option(help="embedded (own process group) or systemd (a unit); default: the spec's")
+    ] = None,
     facts_file: Annotated[Path | None, typer.Option("--facts", help="recorded facts for the preflight")] = None,
     store: StoreOption = None,
 ) -> None:
@@ -39,6 +43,15 @@ def up(
         dep = load_deployment(spec)
     except SpecError as e:
         fail(str(e), 2)
+    if supervisor is not None:
+        if supervisor not in ("embedded", "systemd"):
+            fail("--supervisor must be embedded or systemd", 2)
+        dep = dep.model_copy(update={"supervisor": supervisor})
+    if dep.supervisor == "systemd":
+        try:
+            systemd.require_systemd()
+        except systemd.SystemdUnavailable as e:
+            fail(str(e), 2)
     findings = findings_for(dep, facts_file)
     blocking = [f for f in findings if f.severity == "fail"]
     if blocking and not json_out:

@@ -54,7 +54,12 @@ class StopResult:
 
 
 def stop_launch(store: Store, launch: Launch, grace: float = 15.0) -> StopResult:
-    """SIGTERM the engine's group, SIGKILL after `grace`; check that nothing is left, on the GPU too."""
+    """SIGTERM the engine's group, SIGKILL after `grace`; check that nothing is left, on the GPU too.
+    A systemd launch is stopped through its unit (KillMode=control-group takes every process)."""
+    if launch.spec.get("supervisor") == "systemd":
+        from firstlight.launch import systemd
+
+        systemd.stop(systemd.unit_name(Deployment.model_validate(launch.spec)))
     if launch.pgid is None:
         store.update_launch(launch.id, state="stopped", ended=time.time(), reason="stopped before it started")
         return StopResult([], [], [])

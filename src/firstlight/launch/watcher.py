@@ -23,6 +23,7 @@ from firstlight.deployment import Deployment
 from firstlight.diagnose import diagnose_file
 from firstlight.engines import get_engine
 from firstlight.facts.gpus import Nvml
+from firstlight.launch import systemd
 from firstlight.launch.follow import LogFollower
 from firstlight.launch.phases import PHASE_INDEX
 from firstlight.launch.probe import ProbeResult, ReadinessProber
@@ -84,11 +85,17 @@ class Watcher:
     # the loop
 
     def run(self) -> str:
-        started = start_engine(self.dep, self.adapter, self.log_path)
-        pgid = started.pid  # start_new_session makes the engine its own group leader
-        self.store.update_launch(self.launch_id, pid=started.pid, pgid=pgid, argv=started.argv, watcher_pid=os.getpid())
-        self.event("phase", "process_start", entered=True, pid=started.pid, argv=started.argv)
-        threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
+        journal = None
+        if self.dep.supervisor == "systemd":
+            journal, pgid = self._start_unit()
+        else:
+            started = start_engine(self.dep, self.adapter, self.log_path)
+            pgid = started.pid  # start_new_session makes the engine its own group leader
+            self.store.update_launch(
+                self.launch_id, pid=started.pid, pgid=pgid, argv=started.argv, watcher_pid=os.getpid()
+            )
+            self.event("phase", "process_start", entered=True, pid=started.pid, argv=started.argv)
+            threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
         stop_sampling = threading.Event()
         if self.nvml.available:
             threading.Thread(target=self._sample_gpus, args=(stop_sampling,), daemon=True).start()
@@ -108,6 +115,25 @@ class Watcher:
             stop_sampling.set()
             follower.close()
             self.nvml.close()
+            if journal is not None:
+                journal.terminate()
+
+    def _start_unit(self) -> tuple[Any, int]:
+        """The systemd supervisor: install and start the unit, copy its journal into the log, and report
+        the unit's end as the engine's exit."""
+        unit = systemd.install(self.dep, f"launch {self.launch_id}")
+        journal = systemd.follow_journal(unit.name, self.log_path)
+        main_pid = int(systemd.state(unit.name).get("MainPID") or 0)
+        self.store.update_launch(
+            self.launch_id,
+            pid=main_pid or None,
+            pgid=main_pid or None,
+            argv=["systemctl", "start", f"{unit.name}.service"],
+            watcher_pid=os.getpid(),
+        )
+        self.event("phase", "process_start", entered=True, pid=main_pid, unit=unit.name, unit_file=str(unit.path))
+        threading.Thread(target=lambda: self.inbox.put(("exit", systemd.wait_for_end(unit.name))), daemon=True).start()
+        return journal, main_pid
 
     def _loop(self, follower: LogFollower, prober: ReadinessProber, pgid: int) -> str:
         while True:
@@ -226,6 +252,8 @@ class Watcher:
         self.set_state("failed", reason=reason, exit_code=code, ended=time.time(), diagnosis=diagnosis.to_dict())
         self.event("failed", self.state.phase, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
         # Orphaned workers of a failed launch still hold memory (GPU memory on a GPU host): clean up.
-        survivors = stop_group(pgid, grace=5)
+        if self.dep.supervisor == "systemd":
+            systemd.stop(systemd.unit_name(self.dep))
+        survivors = stop_group(pgid, grace=5) if pgid else []
         if survivors:
             self.event("cleanup", self.state.phase, survivors=survivors)

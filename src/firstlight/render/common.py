@@ -58,7 +58,7 @@ class Rendering:
 
     @property
     def unit_name(self) -> str:
-        return "firstlight-" + re.sub(r"[^A-Za-z0-9_.-]", "-", self.dep.name)
+        return unit_name(self.dep)
 
     def header(self, comment: str = "#") -> str:
         # SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the date, for golden files
@@ -68,6 +68,10 @@ class Rendering:
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', when)}.\n"
             f"{comment} Do not edit by hand: change the spec and render it again.\n"
         )
+
+
+def unit_name(dep: Deployment) -> str:
+    return "firstlight-" + re.sub(r"[^A-Za-z0-9_.-]", "-", dep.name)
 
 
 def prepare(dep: Deployment, source: str, facts: dict[str, Any] | None = None) -> Rendering:
