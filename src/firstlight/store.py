@@ -145,6 +145,13 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Columns added after a store was created (SQLite adds them in place; old rows read as NULL)."""
+        have = {row["name"] for row in self.db.execute("PRAGMA table_info(bench_requests)")}
+        if "perf_sent" not in have:
+            self.db.execute("ALTER TABLE bench_requests ADD COLUMN perf_sent REAL")
 
     def close(self) -> None:
         self.db.close()

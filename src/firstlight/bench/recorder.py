@@ -71,7 +71,8 @@ def from_row(row: Any) -> RequestRecord:
     )
     times = array("d")
     times.frombytes(row["chunks"] or b"")
-    shift = rec.sent - (row["perf_sent"] or 0.0)  # client clock → wall clock
+    # client clock → wall clock; rows written before perf_sent existed hold offsets from the send
+    shift = rec.sent - row["perf_sent"] if row["perf_sent"] is not None else rec.sent
     rec.chunks = array("d", (t + shift for t in times))
     rec.chunk_tokens = array("i")
     rec.chunk_tokens.frombytes(row["chunk_tokens"] or b"")

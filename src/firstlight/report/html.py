@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from firstlight.report.tables import COLUMNS, comparison, level_row
+from firstlight.report.tables import COLUMNS, COMPARISON_COLUMNS, comparison_rows, level_row
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;
 margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,
@@ -29,21 +29,7 @@ def page(runs: list[dict[str, Any]], images: dict[str, Path]) -> str:
         parts.append(_table(list(COLUMNS), [level_row(lv) for lv in run["levels"]]))
     if len(runs) > 1:
         parts.append(f"<h2>Against the baseline (run {runs[0]['run']})</h2>")
-        rows = [
-            [
-                r["level"],
-                f"{r['run']} {r['label']}",
-                _f(r["baseline_tok_s"]),
-                _f(r["tok_s"]),
-                _x(r["speedup"]),
-                _x(r["tpot_p50_ratio"]),
-                _x(r["ttft_p50_ratio"]),
-            ]
-            for r in comparison(runs)
-        ]
-        parts.append(
-            _table(["level", "run", "baseline tok/s", "tok/s", "speedup", "TPOT p50 ratio", "TTFT p50 ratio"], rows)
-        )
+        parts.append(_table(list(COMPARISON_COLUMNS), comparison_rows(runs)))
     for title, path in images.items():
         data = base64.b64encode(path.read_bytes()).decode()
         parts.append(
@@ -57,11 +43,3 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     out += ["<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows]
     return "".join(out) + "</table>"
-
-
-def _f(v: float | None) -> str:
-    return f"{v:.1f}" if v is not None else "-"
-
-
-def _x(v: float | None) -> str:
-    return f"{v:.2f}x" if v is not None else "-"

@@ -118,14 +118,22 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def comparison_table(runs: list[dict[str, Any]]) -> Table:
-    table = Table(
-        title=f"against the baseline, run {runs[0]['run']} ({runs[0]['label']})", title_justify="left", show_edge=False
-    )
-    for col in ("level", "run", "baseline tok/s", "tok/s", "speedup", "TPOT p50 ratio", "TTFT p50 ratio", "accept len"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in comparison(runs):
-        table.add_row(
+COMPARISON_COLUMNS = (
+    "level",
+    "run",
+    "baseline tok/s",
+    "tok/s",
+    "speedup",
+    "TPOT p50 ratio",
+    "TTFT p50 ratio",
+    "accept len",
+)
+
+
+def comparison_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
+    """The comparison as text cells, one row per level of each run after the baseline."""
+    return [
+        [
             r["level"],
             f"{r['run']} {r['label']}",
             _f(r["baseline_tok_s"]),
@@ -134,7 +142,19 @@ def comparison_table(runs: list[dict[str, Any]]) -> Table:
             _x(r["tpot_p50_ratio"]),
             _x(r["ttft_p50_ratio"]),
             _f(r["acceptance_length"], 2),
-        )
+        ]
+        for r in comparison(runs)
+    ]
+
+
+def comparison_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table(
+        title=f"against the baseline, run {runs[0]['run']} ({runs[0]['label']})", title_justify="left", show_edge=False
+    )
+    for col in COMPARISON_COLUMNS:
+        table.add_column(col, justify="right", no_wrap=True)
+    for row in comparison_rows(runs):
+        table.add_row(*row)
     return table
 
 
@@ -163,14 +183,9 @@ def markdown(runs: list[dict[str, Any]], images: dict[str, str] | None = None) -
         out.append("")
     if len(runs) > 1:
         out.append(f"## Against the baseline (run {runs[0]['run']}, {runs[0]['label']})\n")
-        out.append("| level | run | baseline tok/s | tok/s | speedup | TPOT p50 ratio | TTFT p50 ratio | accept len |")
-        out.append("|---|---|---|---|---|---|---|---|")
-        for r in comparison(runs):
-            out.append(
-                f"| {r['level']} | {r['run']} {r['label']} | {_f(r['baseline_tok_s'])} | {_f(r['tok_s'])} | "
-                f"{_x(r['speedup'])} | {_x(r['tpot_p50_ratio'])} | {_x(r['ttft_p50_ratio'])} | "
-                f"{_f(r['acceptance_length'], 2)} |"
-            )
+        out.append("| " + " | ".join(COMPARISON_COLUMNS) + " |")
+        out.append("|" + "---|" * len(COMPARISON_COLUMNS))
+        out += ["| " + " | ".join(row) + " |" for row in comparison_rows(runs)]
         out.append("")
     for title, path in (images or {}).items():
         out.append(f"![{title}]({path})\n")
