@@ -79,5 +79,16 @@ def served(engine_available: None, tmp_path_factory: pytest.TempPathFactory):  #
     store = tmp / "store.db"
     spec = tiny_spec(tmp)
     proc = firstlight("up", str(spec), "--json", store=store)
-    yield {"proc": proc, "store": store, "events": json_lines(proc.stdout), "spec": spec}
-    firstlight("down", store=store)
+    from firstlight.store import Store
+
+    launch = Store(store).latest_launch()
+    launch_id = str(launch.id) if launch else "0"
+    yield {
+        "proc": proc,
+        "store": store,
+        "events": json_lines(proc.stdout),
+        "spec": spec,
+        "launch_id": launch_id,
+        "url": launch.url if launch else "",
+    }
+    firstlight("down", launch_id, store=store)

@@ -20,7 +20,7 @@ LOAD = ["--concurrency", "1,4", "--num-requests", "8", "--output-len", "32", "--
 
 def test_baseline_then_ngram_compared(served, tmp_path: Path) -> None:
     store = served["store"]
-    launch = Store(store).latest_launch()
+    launch = Store(store).get_launch(int(served["launch_id"]))
     base_json = tmp_path / "base.json"
     res = firstlight("bench", "--url", launch.url, *LOAD, "--label", "baseline", "--json", str(base_json), store=store)
     assert res.returncode == 0, res.stdout + res.stderr

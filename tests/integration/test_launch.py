@@ -47,14 +47,14 @@ def test_ready_only_after_one_generated_token(served) -> None:
     ready = next(e for e in served["events"] if e["kind"] == "phase" and e["phase"] == "ready")
     assert ready["detail"].startswith("generated 1 token")
     assert ready["token"]  # the text of the generated token
-    launch = Store(served["store"]).latest_launch()
+    launch = Store(served["store"]).get_launch(int(served["launch_id"]))
     log = Path(launch.log_path).read_text()
     # The probe's generation is in the engine's own access log, after its health check.
     assert log.index('"GET /health HTTP/1.1" 200') < log.index('"POST /v1/completions HTTP/1.1" 200')
 
 
 def test_server_answers_streamed_completion(served) -> None:
-    launch = Store(served["store"]).latest_launch()
+    launch = Store(served["store"]).get_launch(int(served["launch_id"]))
     body = {
         "model": "tiny-llama",
         "prompt": "the model",
@@ -75,12 +75,13 @@ def test_server_answers_streamed_completion(served) -> None:
 def test_status_and_watch_and_logs(served) -> None:
     store = served["store"]
     st = firstlight("status", "--json", store=store)
-    rows = json.loads(st.stdout)
-    assert rows[0]["state"] == "ready" and rows[0]["running"] is True
-    watch = firstlight("watch", "--json", store=store, timeout=30)
+    rows = {str(r["id"]): r for r in json.loads(st.stdout)}
+    row = rows[served["launch_id"]]
+    assert row["state"] == "ready" and row["running"] is True
+    watch = firstlight("watch", served["launch_id"], "--json", store=store, timeout=30)
     assert watch.returncode == 0
     assert any(e["phase"] == "ready" for e in json_lines(watch.stdout))
-    logs = firstlight("logs", store=store, timeout=30)
+    logs = firstlight("logs", served["launch_id"], store=store, timeout=30)
     assert "Application startup complete." in logs.stdout
 
 
