@@ -207,10 +207,15 @@ def client_health(lags: list[float], cpu_s: float, wall_s: float) -> dict[str, A
         "cpu_pct": cpu_pct,
         "client_limited": limited,
     }
-    if limited:
+    if cpu_pct > CLIENT_CPU_LIMIT:
         health["warning"] = (
-            f"the client may have been the bottleneck (event-loop lag p99 {lag_p99:.1f} ms, CPU "
-            f"{cpu_pct:.0f}% of a core): latencies include client delay"
+            f"the client was CPU-bound ({cpu_pct:.0f}% of a core, event-loop lag p99 "
+            f"{lag_p99:.1f} ms): latencies include client delay"
+        )
+    elif limited:
+        health["warning"] = (
+            f"the client's event loop woke late (lag p99 {lag_p99:.1f} ms at {cpu_pct:.0f}% CPU): "
+            "the host's cores were busy, e.g. with the server itself; latencies include that delay"
         )
     return health
 

@@ -19,9 +19,12 @@ def start_launch(store: Store, dep: Deployment) -> Launch:
     log_dir = Path(dep.log_dir).expanduser()
     log_dir.mkdir(parents=True, exist_ok=True)
     launch_id = store.add_launch(dep.name, dep.engine, dep.model_dump(mode="json"), dep.url, "")
-    log_path = log_dir / f"{_safe(dep.name)}-{launch_id}.log"
+    # The time makes the name unique across stores sharing a log directory: a launch never appends to
+    # (and is never diagnosed with) an older launch's log.
+    stem = f"{_safe(dep.name)}-{launch_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    log_path = log_dir / f"{stem}.log"
     store.update_launch(launch_id, log_path=str(log_path))
-    with open(log_dir / f"{_safe(dep.name)}-{launch_id}.watcher.log", "ab") as wlog:
+    with open(log_dir / f"{stem}.watcher.log", "ab") as wlog:
         subprocess.Popen(
             [
                 sys.executable,
