@@ -95,9 +95,8 @@ CREATE TABLE IF NOT EXISTS bench_requests (
 CREATE INDEX IF NOT EXISTS requests_by_level ON bench_requests(level_id, idx);
 """
 
-# Launch states. `starting` until the watcher decides; `ready` may later become `exited` or `stopped`.
-ACTIVE_STATES = ("starting", "ready", "stalled")
-FINAL_STATES = ("failed", "stopped", "exited")
+# Launch states: `starting` until the watcher decides (`ready`, `stalled`, `failed`); a ready launch may
+# later become `exited` (the engine ended) or `stopped` (by `down`).
 
 
 @dataclass
@@ -120,10 +119,6 @@ class Launch:
     exit_code: int | None
     reason: str | None
     diagnosis: dict[str, Any] | None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_STATES
 
 
 @dataclass

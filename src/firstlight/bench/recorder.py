@@ -84,7 +84,6 @@ class RecordWriter:
         self.store_path, self.clock = store_path, clock
         self._queue: queue.Queue[tuple[int, RequestRecord] | threading.Event | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="record-writer", daemon=True)
-        self.written = 0
         self._thread.start()
 
     def put(self, level_id: int, rec: RequestRecord) -> None:
@@ -124,7 +123,6 @@ class RecordWriter:
                         break
                 if batch:
                     store.add_requests([to_row(level, rec, self.clock) for level, rec in batch])
-                    self.written += len(batch)
                 for w in waiters:
                     w.set()
         finally:

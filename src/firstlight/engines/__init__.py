@@ -9,7 +9,6 @@ from firstlight.engines.transformers import TRANSFORMERS
 from firstlight.engines.vllm import VLLM
 
 ENGINES: dict[str, EngineAdapter] = {e.name: e for e in (VLLM, SGLANG, TRANSFORMERS, LLAMA_CPP, TGI, TRTLLM)}
-LAUNCHABLE = ("vllm", "sglang", "transformers")
 
 
 def get_engine(name: str) -> EngineAdapter:
@@ -19,4 +18,4 @@ def get_engine(name: str) -> EngineAdapter:
         raise KeyError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
 
 
-__all__ = ["ENGINES", "LAUNCHABLE", "EngineAdapter", "get_engine"]
+__all__ = ["ENGINES", "EngineAdapter", "get_engine"]

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from firstlight import __version__
@@ -171,13 +169,6 @@ def start_timeout(dep: Deployment) -> int:
     with contextlib.suppress(OSError):
         weights = (gather_model_facts(dep.model).get("weights") or {}).get("bytes") or 0
     return int(600 + weights / LOAD_RATE_BYTES_S)
-
-
-def spec_digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    except OSError:
-        return "?"
 
 
 def shell_join(argv: list[str]) -> str:
