@@ -176,3 +176,14 @@ def test_up_with_systemd_where_it_does_not_run_is_a_one_line_error(tmp_path: Pat
     )
     assert res.returncode == 2 and "systemd is not running" in res.stderr
     assert res.stderr.count("\n") <= 2 and "Traceback" not in res.stderr
+
+
+def test_pcie_only_gpus_get_a_commented_out_p2p_workaround() -> None:
+    facts = load_facts(DATA / "facts" / "h200x2-idle.json")
+    facts["gpus"]["topology"] = [["X", "PHB"], ["PHB", "X"]]  # as if the pair had no NVLink
+    dep = load_deployment(RENDER / "vllm-single.yaml")
+    unit, _ = render(dep, "t", "systemd", facts)
+    script, _ = render(dep, "t", "sh", facts)
+    assert '#Environment="NCCL_P2P_DISABLE=1"' in unit.splitlines()
+    assert "# export NCCL_P2P_DISABLE=1" in script.splitlines()
+    assert "\nexport NCCL_P2P_DISABLE" not in script  # a debugging variable is never set silently

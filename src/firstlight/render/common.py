@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class EnvVar:
     name: str
     value: str
     why: str
+    suggested: bool = False  # written commented out: the reader decides (e.g. NCCL debugging variables)
 
 
 @dataclass
@@ -142,10 +144,11 @@ def environment_profile(dep: Deployment, facts: dict[str, Any]) -> list[EnvVar]:
         if links and "NV" not in links:
             out.append(
                 EnvVar(
-                    "# NCCL_P2P_DISABLE",
+                    "NCCL_P2P_DISABLE",
                     "1",
                     "PCIe-only GPUs: if the first collective hangs (broken "
                     "P2P, IOMMU/ACS), this is the known workaround; a debugging variable, so left off",
+                    suggested=True,
                 )
             )
     ib = host.get("infiniband") or []
@@ -169,6 +172,16 @@ def start_timeout(dep: Deployment) -> int:
     with contextlib.suppress(OSError):
         weights = (gather_model_facts(dep.model).get("weights") or {}).get("bytes") or 0
     return int(600 + weights / LOAD_RATE_BYTES_S)
+
+
+def env_lines(r: Rendering, assign: Callable[[str, str], str], comment_out: str = "# ") -> list[str]:
+    """Each variable of the profile as a comment saying why, then its assignment in the format's syntax
+    (commented out when only suggested)."""
+    lines = []
+    for var in r.env:
+        lines.append(f"# {var.why}")
+        lines.append((comment_out if var.suggested else "") + assign(var.name, var.value))
+    return lines
 
 
 def shell_join(argv: list[str]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from firstlight.render.common import Rendering, shell_join
+from firstlight.render.common import Rendering, env_lines, shell_join
 
 DIST_PORT = 20000
 IMAGES = {
@@ -42,7 +42,7 @@ def lws(r: Rendering, image: str | None = None, shm_gib: int = 64) -> str:
     name = k8s_name(r.unit_name)
 
     def env() -> list[dict[str, Any]]:
-        plain = [{"name": v.name, "value": v.value} for v in r.env if not v.name.startswith("#")]
+        plain = [{"name": v.name, "value": v.value} for v in r.env if not v.suggested]
         return plain + [{"name": s, "valueFrom": {"secretKeyRef": {"name": name, "key": s}}} for s in sorted(r.secrets)]
 
     # Probes and the other pods reach the leader at its pod IP: it must listen on every interface.
@@ -143,9 +143,7 @@ def slurm(r: Rendering) -> str:
         "set -euo pipefail",
         "",
     ]
-    for var in r.env:
-        prefix = "# " if var.name.startswith("#") else ""
-        lines += [f"# {var.why}", f"{prefix}export {var.name.lstrip('# ')}={shlex.quote(var.value)}"]
+    lines += env_lines(r, lambda name, value: f"export {name}={shlex.quote(value)}")
     if r.secrets:
         lines += [
             f': "${{{name}:?set {name} in the environment of sbatch (a secret, not stored here)}}"'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from firstlight.render.common import Rendering, shell_join
+from firstlight.render.common import Rendering, env_lines, shell_join
 
 
 def script(r: Rendering) -> str:
@@ -16,13 +16,7 @@ def script(r: Rendering) -> str:
         "set -euo pipefail",
         "",
     ]
-    for var in r.env:
-        if var.name.startswith("#"):
-            lines.append(f"# {var.why}")
-            lines.append(f"# export {var.name[1:].strip()}={shlex.quote(var.value)}")
-            continue
-        lines.append(f"# {var.why}")
-        lines.append(f"export {var.name}={shlex.quote(var.value)}")
+    lines += env_lines(r, lambda name, value: f"export {name}={shlex.quote(value)}")
     if r.secrets:
         names = " ".join(sorted(r.secrets))
         lines += [

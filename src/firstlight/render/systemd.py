@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from firstlight.render.common import Rendering
+from firstlight.render.common import Rendering, env_lines
 
 _SECRET_REF = re.compile(r"\$\{[A-Z0-9_]+\}")
 
@@ -65,13 +65,7 @@ def unit(r: Rendering, working_directory: str | None = None) -> str:
         "Type=simple",
         f"WorkingDirectory={quote_word(working_directory or str(dep.model.parent))}",
     ]
-    for var in r.env:
-        if var.name.startswith("#"):
-            lines.append(f"# {var.why}")
-            lines.append(f"#Environment={quote_env(var.name[1:].strip(), var.value)}")
-            continue
-        lines.append(f"# {var.why}")
-        lines.append(f"Environment={quote_env(var.name, var.value)}")
+    lines += env_lines(r, lambda name, value: f"Environment={quote_env(name, value)}", comment_out="#")
     if r.secrets:
         lines.append("# Secrets live only here, mode 0600: never inline in this unit, never in a log.")
         lines.append(f"EnvironmentFile={env_file_path(r)}")
