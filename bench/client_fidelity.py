@@ -25,6 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from firstlight.bench import refserver
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / ".venv-engine" / "bin"
 TOKENS = 128
@@ -36,28 +38,7 @@ def pin(core: int) -> list[str]:
 
 
 def start_server(port: int, itl: float) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            *pin(0),
-            sys.executable,
-            "-m",
-            "firstlight.bench.refserver",
-            "--port",
-            str(port),
-            "--ttft-ms",
-            str(TTFT_MS),
-            "--itl-ms",
-            str(itl),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    for _ in range(200):
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise RuntimeError("reference server did not start")
+    return refserver.start_process(port, TTFT_MS, itl, prefix=pin(0))
 
 
 def truth(port: int) -> dict:

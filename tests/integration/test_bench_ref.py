@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from firstlight.bench import refserver
 from firstlight.store import Store
 from tests.conftest import firstlight, free_port
 
@@ -20,32 +21,7 @@ TTFT_MS, ITL_MS = 30.0, 5.0
 
 
 def start_refserver(port: int, ttft: float = TTFT_MS, itl: float = ITL_MS, per_chunk: int = 1) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "firstlight.bench.refserver",
-            "--port",
-            str(port),
-            "--ttft-ms",
-            str(ttft),
-            "--itl-ms",
-            str(itl),
-            "--tokens-per-chunk",
-            str(per_chunk),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the reference server did not start")
+    return refserver.start_process(port, ttft, itl, per_chunk)
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,14 @@ import asyncio
 import heapq
 import itertools
 import json
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import numpy as np
 
 DEFAULT_TTFT_MS = 50.0
@@ -302,6 +306,44 @@ async def serve(
     print(f"reference server on http://{host}:{port} (TTFT {ttft_ms} ms, ITL {itl_ms} ms)", flush=True)
     async with srv:
         await srv.serve_forever()
+
+
+def start_process(
+    port: int,
+    ttft_ms: float = DEFAULT_TTFT_MS,
+    itl_ms: float = DEFAULT_ITL_MS,
+    tokens_per_chunk: int = 1,
+    prefix: Sequence[str] = (),
+    timeout: float = 20.0,
+) -> subprocess.Popen:
+    """The server in a process of its own (after `prefix`, e.g. `taskset -c 0`), returned once it answers."""
+    proc = subprocess.Popen(
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "firstlight.bench.refserver",
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(ttft_ms),
+            "--itl-ms",
+            str(itl_ms),
+            "--tokens-per-chunk",
+            str(tokens_per_chunk),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, trust_env=False).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"the reference server did not answer on port {port} within {timeout:g} s")
 
 
 def main() -> None:
