@@ -10,7 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import uvloop
@@ -54,6 +54,7 @@ def bench(
     store: StoreOption = None,
 ) -> None:
     """Drive an OpenAI-compatible server at several loads; every request is stored as it finishes."""
+    options = dict(locals())  # the command's options by name, before anything else is defined here
     db = open_store(store)
     api_key = os.environ.get("FIRSTLIGHT_API_KEY") or os.environ.get("OPENAI_API_KEY")
     if resume is not None:
@@ -62,29 +63,7 @@ def bench(
             fail(f"no benchmark run {resume} in {db.path}", 2)
         cfg = BenchConfig(**{**stored["config"], "api_key": api_key})
     else:
-        cfg = _config(
-            url,
-            launch,
-            model,
-            endpoint,
-            concurrency,
-            request_rate,
-            arrival,
-            max_concurrency,
-            num_requests,
-            duration,
-            warmup,
-            input_len,
-            output_len,
-            dataset,
-            slo,
-            label,
-            timeout,
-            temperature,
-            seed,
-            tokenizer,
-            api_key,
-        )
+        cfg = _config(options, api_key)
     launched = None
     if launch is not None:
         try:
@@ -109,70 +88,53 @@ def bench(
     raise typer.Exit(code)
 
 
-def _config(
-    url,
-    launch,
-    model,
-    endpoint,
-    concurrency,
-    request_rate,
-    arrival,
-    max_concurrency,
-    num_requests,  # type: ignore[no-untyped-def]
-    duration,
-    warmup,
-    input_len,
-    output_len,
-    dataset,
-    slo,
-    label,
-    timeout,
-    temperature,
-    seed,
-    tokenizer,
-    api_key,
-) -> BenchConfig:
-    if (url is None) == (launch is None):
+def _config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
+    """The run's configuration from the command's options, each checked with a message that says how to fix it."""
+    if (o["url"] is None) == (o["launch"] is None):
         fail("give exactly one of --url (a running server) and --launch (a spec to bring up)", 2)
-    if concurrency and request_rate:
+    if o["concurrency"] and o["request_rate"]:
         fail("give --concurrency or --request-rate, not both", 2)
-    if endpoint not in ("completions", "chat"):
+    if o["endpoint"] not in ("completions", "chat"):
         fail("--endpoint must be completions or chat", 2)
-    if arrival not in ("poisson", "constant"):
+    if o["arrival"] not in ("poisson", "constant"):
         fail("--arrival must be poisson or constant", 2)
-    if num_requests is not None and duration is not None:
+    if o["num_requests"] is not None and o["duration"] is not None:
         fail("give --num-requests or --duration, not both", 2)
-    if dataset is not None and not dataset.is_file():
-        fail(f"--dataset {dataset}: no such file", 2)
+    if o["dataset"] is not None and not o["dataset"].is_file():
+        fail(f"--dataset {o['dataset']}: no such file", 2)
     try:
-        levels = parse_list(concurrency or "1", int) if not request_rate else []
-        rates = parse_list(request_rate, float) if request_rate else []
-        slos = parse_slo(slo)
+        levels = parse_list(o["concurrency"] or "1", int) if not o["request_rate"] else []
+        rates = parse_list(o["request_rate"], float) if o["request_rate"] else []
+        slos = parse_slo(o["slo"])
     except ValueError as e:
         fail(str(e), 2)
-    for name, value in (("--num-requests", num_requests), ("--input-len", input_len), ("--output-len", output_len)):
+    for name, value in (
+        ("--num-requests", o["num_requests"]),
+        ("--input-len", o["input_len"]),
+        ("--output-len", o["output_len"]),
+    ):
         if value is not None and value < 1:
             fail(f"{name} must be at least 1", 2)
     return BenchConfig(
-        url=(url or "").rstrip("/"),
-        model=model,
-        endpoint=endpoint,
+        url=(o["url"] or "").rstrip("/"),
+        model=o["model"],
+        endpoint=o["endpoint"],
         concurrency=levels,
         request_rates=rates,
-        arrival=arrival,
-        max_concurrency=max_concurrency,
-        num_requests=num_requests,
-        duration=duration,
-        warmup=max(warmup, 0),
-        input_len=input_len,
-        output_len=output_len,
-        dataset=str(dataset) if dataset else None,
+        arrival=o["arrival"],
+        max_concurrency=o["max_concurrency"],
+        num_requests=o["num_requests"],
+        duration=o["duration"],
+        warmup=max(o["warmup"], 0),
+        input_len=o["input_len"],
+        output_len=o["output_len"],
+        dataset=str(o["dataset"]) if o["dataset"] else None,
         slo=slos,
-        label=label,
-        timeout=timeout,
-        temperature=temperature,
-        seed=seed,
-        tokenizer_dir=str(tokenizer) if tokenizer else None,
+        label=o["label"],
+        timeout=o["timeout"],
+        temperature=o["temperature"],
+        seed=o["seed"],
+        tokenizer_dir=str(o["tokenizer"]) if o["tokenizer"] else None,
         api_key=api_key,
     )
 
