@@ -50,8 +50,8 @@ demo: env engine model
 	$(BIN)/python tools/demo.py
 
 lint: env
-	$(BIN)/ruff check src tests tools bench
-	$(BIN)/ruff format --check src tests tools bench
+	$(BIN)/ruff check src tests tools perf
+	$(BIN)/ruff format --check src tests tools perf
 
 test: env engine model lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider

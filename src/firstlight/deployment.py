@@ -8,15 +8,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-EngineName = Literal["vllm", "sglang", "transformers"]
+from firstlight.engines import get_engine, launchable
+from firstlight.errors import SpecError
+
 ArgValue = str | int | float | bool | list[Any] | dict[str, Any] | None
 
 # Example values quoted in error messages, so a user sees a right value next to the wrong one.
 EXAMPLES: dict[str, str] = {
-    "engine": "engine: vllm   # one of vllm, sglang, transformers",
+    "engine": f"engine: vllm   # one of {', '.join(launchable())}",
     "python": "python: ../.venv-engine/bin/python   # the engine's own interpreter",
+    "program": "program: /opt/llama.cpp/build/bin/llama-server   # the engine's binary (llama.cpp)",
     "model": "model: ../models/tiny-llama   # a local model directory",
     "served_model_name": "served_model_name: tiny-llama",
     "host": "host: 127.0.0.1",
@@ -46,10 +57,6 @@ DEFAULT_STALL_S: dict[str, float] = {
 }
 
 
-class SpecError(Exception):
-    """A spec that cannot be used: the message names the field, the problem and a right value."""
-
-
 class Parallel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tp: int = Field(1, ge=1)
@@ -71,8 +78,13 @@ class Deployment(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field("", description="a short name; defaults to the served model name")
-    engine: EngineName
-    python: Path = Field(description="the engine's interpreter; engines live in their own environment")
+    engine: str
+    python: Path | None = Field(
+        None, validate_default=True, description="the engine's interpreter; engines live in their own environment"
+    )
+    program: Path | None = Field(
+        None, validate_default=True, description="the engine's binary, for engines that are not Python"
+    )
     model: Path
     served_model_name: str = ""
     host: str = "127.0.0.1"
@@ -84,6 +96,21 @@ class Deployment(BaseModel):
     stall: dict[str, float] = Field(default_factory=dict)
     log_dir: Path = Path("~/.firstlight/logs")
     probe_timeout: float = Field(60.0, gt=0, description="seconds for the one-token readiness generation")
+
+    @field_validator("engine")
+    @classmethod
+    def _launchable(cls, value: str) -> str:
+        if value not in launchable():
+            raise ValueError(f"unknown engine {value!r}; one of {', '.join(launchable())}")
+        return value
+
+    @field_validator("python", "program")
+    @classmethod
+    def _what_the_engine_runs_with(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        engine = info.data.get("engine")
+        if value is None and engine is not None and get_engine(engine).runs_with == info.field_name:
+            raise ValueError(f"required field is missing ({engine} runs with its own {info.field_name})")
+        return value
 
     @field_validator("env", mode="before")
     @classmethod
@@ -134,9 +161,12 @@ class Deployment(BaseModel):
     def resolved(self, base: Path) -> Deployment:
         """Paths in a spec file are relative to the file, so a spec works from any directory."""
         update: dict[str, Any] = {}
-        for field in ("python", "model", "log_dir"):
+        for field in ("python", "program", "model", "log_dir"):
+            if getattr(self, field) is None:
+                continue
             path = Path(str(getattr(self, field))).expanduser()
-            if not path.is_absolute() and (field != "python" or "/" in str(path)):
+            # a bare command name (python3, llama-server) is looked up on PATH, not next to the spec
+            if not path.is_absolute() and (field not in ("python", "program") or "/" in str(path)):
                 # normpath, not resolve(): a venv's python is a symlink that must stay one
                 path = Path(os.path.normpath(base / path))
             update[field] = path
@@ -158,6 +188,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
             msg = f"unknown field; known fields: {', '.join(Deployment.model_fields)}"
         elif e["type"] == "missing":
             msg = "required field is missing"
+        elif e["type"] == "value_error":
+            msg = str(e["ctx"]["error"])  # our validators' own words, without pydantic's "Value error, "
         top = str(e["loc"][0]) if e["loc"] else ""
         example = EXAMPLES.get(top, "")
         lines.append(f"  {loc}: {msg}" + (f"\n      e.g. {example}" if example else ""))
@@ -186,4 +218,9 @@ def load_deployment(path: Path | str) -> Deployment:
     return dep.resolved(Path(os.path.abspath(path)).parent)
 
 
-__all__ = ["Deployment", "Parallel", "SpecError", "load_deployment"]
+def as_deployment(spec: Deployment | Path | str) -> Deployment:
+    """A Deployment as given, or loaded from a spec file."""
+    return spec if isinstance(spec, Deployment) else load_deployment(spec)
+
+
+__all__ = ["Deployment", "Parallel", "SpecError", "as_deployment", "load_deployment"]

@@ -9,9 +9,15 @@ import json
 import os
 import sqlite3
 import time
+from array import array
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from firstlight.errors import StoreError
+from firstlight.records import RequestRecord
 
 DEFAULT_STORE = Path("~/.firstlight/firstlight.db")
 
@@ -95,19 +101,43 @@ CREATE TABLE IF NOT EXISTS bench_requests (
 CREATE INDEX IF NOT EXISTS requests_by_level ON bench_requests(level_id, idx);
 """
 
-# Launch states: `starting` until the watcher decides (`ready`, `stalled`, `failed`); a ready launch may
-# later become `exited` (the engine ended) or `stopped` (by `down`).
+
+class LaunchState(str, Enum):
+    """`starting` until the watcher decides (`ready`, `stalled`, `failed`); a ready launch may later become
+    `exited` (the engine ended) or `stopped` (by `down`)."""
+
+    STARTING = "starting"
+    READY = "ready"
+    STALLED = "stalled"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    EXITED = "exited"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def decided(self) -> bool:
+        """The watcher has said how the start went (a stalled engine may still be running)."""
+        return self is not LaunchState.STARTING
+
+    @property
+    def over(self) -> bool:
+        """The engine is gone, or was told to go: nothing more will happen to this launch."""
+        return self in (LaunchState.FAILED, LaunchState.STOPPED, LaunchState.EXITED)
 
 
 @dataclass
-class Launch:
+class LaunchRecord:
+    """A launch as stored: what was started, where it stands, and why it ended."""
+
     id: int
     deployment_id: int
     name: str
     engine: str
     spec: dict[str, Any]
     created: float
-    state: str
+    state: LaunchState
     phase: str
     url: str
     log_path: str
@@ -134,13 +164,21 @@ class Event:
 class Store:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path or os.environ.get("FIRSTLIGHT_STORE") or DEFAULT_STORE).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        self._migrate()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+            self._migrate()
+        except (OSError, sqlite3.Error) as e:  # not a SQLite file, no permission, a full disk
+            raise StoreError(f"cannot open the store {self.path}: {e}") from e
+
+    @classmethod
+    def open(cls, store: Store | Path | str | None = None) -> Store:
+        """A store given as itself, as a path, or not at all (the default store)."""
+        return store if isinstance(store, Store) else cls(store)
 
     def _migrate(self) -> None:
         """Columns added after a store was created (SQLite adds them in place; old rows read as NULL)."""
@@ -163,7 +201,7 @@ class Store:
             return int(
                 self.db.execute(
                     "INSERT INTO launches(deployment_id, created, state, phase, url, log_path) VALUES (?,?,?,?,?,?)",
-                    (dep, now, "starting", "process_start", url, log_path),
+                    (dep, now, LaunchState.STARTING.value, "process_start", url, log_path),
                 ).lastrowid
             )
 
@@ -173,18 +211,20 @@ class Store:
         for key in ("argv", "diagnosis"):
             if key in fields and not isinstance(fields[key], str | None):
                 fields[key] = json.dumps(fields[key])
+        if isinstance(fields.get("state"), LaunchState):
+            fields["state"] = fields["state"].value
         cols = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE launches SET {cols} WHERE id = ?", (*fields.values(), launch_id))
 
-    def get_launch(self, launch_id: int) -> Launch | None:
+    def get_launch(self, launch_id: int) -> LaunchRecord | None:
         row = self.db.execute(_LAUNCH_SELECT + " WHERE l.id = ?", (launch_id,)).fetchone()
         return _launch(row) if row else None
 
-    def latest_launch(self) -> Launch | None:
+    def latest_launch(self) -> LaunchRecord | None:
         row = self.db.execute(_LAUNCH_SELECT + " ORDER BY l.id DESC LIMIT 1").fetchone()
         return _launch(row) if row else None
 
-    def launches(self, limit: int = 20) -> list[Launch]:
+    def launches(self, limit: int = 20) -> list[LaunchRecord]:
         rows = self.db.execute(_LAUNCH_SELECT + " ORDER BY l.id DESC LIMIT ?", (limit,)).fetchall()
         return [_launch(r) for r in rows]
 
@@ -262,22 +302,69 @@ class Store:
             out.append(level)
         return out
 
-    def add_requests(self, rows: list[tuple[Any, ...]]) -> None:
+    def add_requests(self, records: Iterable[tuple[int, RequestRecord]], wall: Callable[[float], float]) -> None:
+        """(level id, record) pairs in one transaction; `wall` maps the client's clock to wall-clock seconds."""
         self.db.execute("BEGIN")
         try:
             self.db.executemany(
                 "INSERT INTO bench_requests(level_id, idx, warmup, scheduled, sent, done, status, error_kind, "
                 "error, prompt_tokens, completion_tokens, chunks, chunk_tokens, perf_sent) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                rows,
+                [_request_row(level_id, rec, wall) for level_id, rec in records],
             )
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
 
-    def request_rows(self, level_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT * FROM bench_requests WHERE level_id = ? ORDER BY id", (level_id,)).fetchall()
+    def requests(self, level_id: int) -> list[RequestRecord]:
+        """A level's requests in the order they were stored, times on the wall clock."""
+        rows = self.db.execute("SELECT * FROM bench_requests WHERE level_id = ? ORDER BY id", (level_id,))
+        return [_request(row) for row in rows]
+
+
+def _request_row(level_id: int, rec: RequestRecord, wall: Callable[[float], float]) -> tuple[Any, ...]:
+    # Chunk times go in as the client's own clock readings (a C-level copy): this runs in the benchmark's
+    # writer thread, and any per-chunk Python work here would hold the GIL away from its event loop.
+    return (
+        level_id,
+        rec.index,
+        int(rec.warmup),
+        wall(rec.scheduled),
+        wall(rec.sent),
+        wall(rec.done),
+        rec.status,
+        rec.error_kind,
+        rec.error,
+        rec.prompt_tokens,
+        rec.completion_tokens,
+        rec.chunks.tobytes(),
+        rec.chunk_tokens.tobytes(),
+        rec.sent,
+    )
+
+
+def _request(row: sqlite3.Row) -> RequestRecord:
+    """A stored request on a wall-clock time base (only differences matter to the metrics)."""
+    rec = RequestRecord(
+        row["idx"],
+        row["scheduled"] or 0.0,
+        sent=row["sent"] or 0.0,
+        done=row["done"] or 0.0,
+        status=row["status"] or 0,
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        error_kind=row["error_kind"],
+        error=row["error"],
+        warmup=bool(row["warmup"]),
+    )
+    times = array("d")
+    times.frombytes(row["chunks"] or b"")
+    # client clock → wall clock; rows written before perf_sent existed hold offsets from the send
+    shift = rec.sent - row["perf_sent"] if row["perf_sent"] is not None else rec.sent
+    rec.chunks = array("d", (t + shift for t in times))
+    rec.chunk_tokens.frombytes(row["chunk_tokens"] or b"")
+    return rec
 
 
 _LAUNCH_SELECT = (
@@ -286,15 +373,15 @@ _LAUNCH_SELECT = (
 )
 
 
-def _launch(row: sqlite3.Row) -> Launch:
-    return Launch(
+def _launch(row: sqlite3.Row) -> LaunchRecord:
+    return LaunchRecord(
         id=row["id"],
         deployment_id=row["deployment_id"],
         name=row["name"],
         engine=row["engine"],
         spec=json.loads(row["spec"]),
         created=row["created"],
-        state=row["state"],
+        state=LaunchState(row["state"]),
         phase=row["phase"],
         url=row["url"],
         log_path=row["log_path"],

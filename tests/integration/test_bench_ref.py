@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from firstlight.bench import refserver
 from firstlight.store import Store
+from firstlight.testing import refserver
 from tests.conftest import firstlight, free_port
 
 TTFT_MS, ITL_MS = 30.0, 5.0
@@ -70,7 +70,7 @@ def test_levels_match_the_server_truth(ref: str, tmp_path: Path) -> None:
     # the warm-up requests are stored but not in the numbers
     store = Store(tmp_path / "s.db")
     warm = [lv for lv in store.levels(data["run"]) if lv["idx"] == -1]
-    assert warm and len(store.request_rows(warm[0]["id"])) == 2
+    assert warm and len(store.requests(warm[0]["id"])) == 2
 
 
 def test_multi_token_chunks_tpot_vs_itl(tmp_path: Path) -> None:
@@ -225,9 +225,9 @@ def test_ctrl_c_keeps_every_finished_request(ref: str, tmp_path: Path) -> None:
     run = db.latest_run()
     assert run["state"] == "incomplete"
     (level,) = [lv for lv in db.levels(run["id"]) if lv["idx"] == 0]
-    rows = db.request_rows(level["id"])
-    assert level["state"] == "incomplete" and len([r for r in rows if r["error_kind"] is None]) >= 2
-    assert level["summary"]["completed"] == len([r for r in rows if r["error_kind"] is None])
+    finished = [r for r in db.requests(level["id"]) if r.ok]
+    assert level["state"] == "incomplete" and len(finished) >= 2
+    assert level["summary"]["completed"] == len(finished)
 
 
 def test_bad_options_are_clear(tmp_path: Path) -> None:
@@ -240,3 +240,24 @@ def test_bad_options_are_clear(tmp_path: Path) -> None:
         assert res.returncode == 2 and text in res.stderr and "Traceback" not in res.stderr
     res = firstlight("bench", "--url", f"http://127.0.0.1:{free_port()}", store=tmp_path / "s.db", timeout=60)
     assert res.returncode == 1 and "Traceback" not in res.stderr
+
+
+def test_library_api_runs_and_reports(ref: str, tmp_path: Path) -> None:
+    from firstlight.benchmark import BenchConfig, run_bench
+    from firstlight.reports import report
+
+    seen: list[int] = []
+    cfg = BenchConfig(url=ref, concurrency=[2], num_requests=6, input_len=8, output_len=8, warmup=0)
+    result = run_bench(cfg, store=tmp_path / "s.db", on_progress=lambda state: seen.append(state.done))
+    assert result.state == "complete" and result.levels[0]["completed"] == 6 and seen[-1] == 6
+    assert report([result.run_id], store=tmp_path / "s.db") == [result.data]
+
+
+def test_library_api_keeps_an_aborted_run(tmp_path: Path) -> None:
+    from firstlight.benchmark import BenchAborted, BenchConfig, run_bench
+
+    cfg = BenchConfig(url=f"http://127.0.0.1:{free_port()}", model="m", concurrency=[1], num_requests=2)
+    with pytest.raises(BenchAborted, match="refused connections") as caught:
+        run_bench(cfg, store=tmp_path / "s.db")
+    run = Store(tmp_path / "s.db").get_run(caught.value.run_id)
+    assert run is not None and run["state"] == "incomplete" and "warm-up failed" in run["reason"]

@@ -16,9 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from firstlight.launch.phases import PHASES
+import firstlight as fl
 from firstlight.launch.supervisor import group_members
 from firstlight.launch.watcher import FATAL_GRACE_S
+from firstlight.logs import PHASES
 from firstlight.store import Store
 from tests.conftest import firstlight, json_lines, tiny_spec
 
@@ -174,20 +175,17 @@ def test_sigstop_is_stalled_within_allowance_and_down_cleans_up(tmp_path: Path) 
     }
     spec = tiny_spec(tmp_path, stall=stall)
     store_path = tmp_path / "s.db"
-    res = firstlight("up", str(spec), "--detach", store=store_path, timeout=30)
-    assert res.returncode == 0, res.stderr
-    store = Store(store_path)
-    launch = store.latest_launch()
+    handle = fl.up(spec, store=store_path)  # the library: returns at once, the watcher keeps recording
     deadline = time.monotonic() + 180
-    while store.get_launch(launch.id).phase == "process_start":
+    while handle.record.phase == "process_start":
         assert time.monotonic() < deadline, "the engine never left process_start"
         time.sleep(0.05)
-    launch = store.get_launch(launch.id)
+    launch = handle.record
     os.killpg(launch.pgid, signal.SIGSTOP)
     stopped_at = time.time()
-    while store.get_launch(launch.id).state != "stalled":
-        assert time.time() - stopped_at < allowance + 10, "never reported stalled"
-        time.sleep(0.05)
+    record = handle.wait(timeout=allowance + 10)
+    assert record.state == fl.LaunchState.STALLED, "never reported stalled"
+    store = handle.store
     stalled = store.events(launch.id, kinds=("stalled",))[0]
     assert stalled.ts - stopped_at <= allowance + 1.0
     assert stalled.data["allowance"] == allowance
@@ -218,11 +216,12 @@ def test_transformers_serve_engine_ready(tmp_path: Path) -> None:
             }
         )
     )
-    store = tmp_path / "s.db"
-    res = firstlight("up", str(spec), "--json", store=store, timeout=240)
+    launch = fl.up(spec, store=tmp_path / "s.db")  # through the library, as a Python user would
     try:
-        assert res.returncode == 0, res.stdout + res.stderr
-        entered = [e["phase"] for e in json_lines(res.stdout) if e["kind"] == "phase"]
+        record = launch.wait(timeout=240)
+        assert record.state == fl.LaunchState.READY, (record.reason, launch.log_path.read_text()[-2000:])
+        entered = [e.phase for e in launch.events() if e.kind == "phase"]
         assert entered == ["process_start", "weights_loading", "weights_loaded", "http_listening", "ready"]
     finally:
-        firstlight("down", store=store, timeout=60)
+        result = launch.down()
+    assert result.stopped and not result.survivors

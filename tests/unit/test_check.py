@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -14,12 +13,15 @@ import pytest
 import yaml
 from safetensors.numpy import save_file
 
+import firstlight
 from firstlight.deployment import Deployment
-from firstlight.facts import load_facts
+from firstlight.engines import ENGINES
+from firstlight.facts import Facts, SoftwareFacts, load_facts
 from firstlight.facts.model import gather_model_facts
 from firstlight.facts.software import gather_software_facts
-from firstlight.preflight import exit_code, run_checks
-from tests.conftest import DATA, firstlight
+from firstlight.preflight import run_checks
+from tests.conftest import DATA
+from tests.conftest import firstlight as run_cli
 
 FACTS = DATA / "facts"
 LLAMA = {
@@ -83,15 +85,21 @@ def dep(**fields: Any) -> Deployment:
     return Deployment.model_validate({**base, **fields})
 
 
-def facts_with(recorded: str, model: Path | None = None, software: dict[str, Any] | None = None) -> dict[str, Any]:
+def facts_with(
+    recorded: str, model: Path | None = None, software: dict[str, Any] | SoftwareFacts | None = None
+) -> Facts:
+    """Facts recorded on the H200 host, with the model observed here and the software given (constructed)."""
     facts = load_facts(FACTS / recorded)
-    if model is not None:
-        facts["model"] = gather_model_facts(model)
-    facts["software"] = software or {
+    sw = software or {
         "packages": {"vllm": "0.33.0", "sglang": "0.5.23", "torch": "2.9.0", "compressed-tensors": "0.17.0"},
         "torch_cuda": "12.9",
     }
-    return facts
+    update: dict[str, Any] = {
+        "software": sw if isinstance(sw, SoftwareFacts) else SoftwareFacts.model_validate({"interpreter": "py", **sw})
+    }
+    if model is not None:
+        update["model"] = gather_model_facts(model)
+    return facts.model_copy(update=update)
 
 
 def by_id(findings, id_: str):  # type: ignore[no-untyped-def]
@@ -108,7 +116,7 @@ def test_stale_40g_process_on_gpu0_fails_naming_pid_and_gpu(tmp_path: Path) -> N
     assert gpu.severity == "fail"
     assert "pid 1509" in gpu.message and "GPU 0" in gpu.message and "40.5 GiB" in gpu.message
     assert "kill 1509" in gpu.remedy and "nvidia-smi --query-compute-apps" in gpu.remedy
-    assert exit_code(findings) == 2
+    assert findings.exit_code == 2
 
 
 def test_sglang_tp2_imbalance_rule(tmp_path: Path) -> None:
@@ -137,9 +145,9 @@ def test_nvfp4_checkpoint_with_compressed_tensors_081_fails_naming_010(
     tmp_path: Path, old_compressed_tensors: Path
 ) -> None:
     model = make_model(tmp_path, {**KIMI, "quantization_config": NVFP4})
-    software = gather_software_facts(old_compressed_tensors)
-    assert software["packages"]["compressed-tensors"] == "0.8.1"
-    assert "nvfp4-pack-quantized" not in software["compression_formats"]
+    software = gather_software_facts(old_compressed_tensors, ENGINES.values())
+    assert software.packages["compressed-tensors"] == "0.8.1"
+    assert "nvfp4-pack-quantized" not in software.compression_formats
     findings = run_checks(facts_with("h200x2-idle.json", model, software), dep(model=str(model)))
     (quant,) = by_id(findings, "quantization")
     assert quant.severity == "fail"
@@ -147,12 +155,12 @@ def test_nvfp4_checkpoint_with_compressed_tensors_081_fails_naming_010(
     assert ">=0.10.0" in quant.remedy
 
 
-def sm120(recorded: dict[str, Any]) -> dict[str, Any]:
+def sm120(recorded: Facts) -> Facts:
     """The H200 recording with the GPU identity of an RTX PRO 6000 Blackwell (SM120), as on the
     story's machine. Derived, not recorded: no SM120 machine was available."""
-    facts = copy.deepcopy(recorded)
-    for g in facts["gpus"]["gpus"]:
-        g.update(name="NVIDIA RTX PRO 6000 Blackwell Server Edition", compute_capability="12.0")
+    facts = recorded.model_copy(deep=True)
+    for g in facts.gpus.gpus:
+        g.name, g.compute_capability = "NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0"
     return facts
 
 
@@ -252,21 +260,50 @@ def test_bad_model_directories(tmp_path: Path) -> None:
 
 
 def test_missing_interpreter_is_a_finding() -> None:
-    sw = gather_software_facts("/nonexistent/bin/python")
-    (env,) = by_id(run_checks({"software": sw}, dep()), "engine_env")
+    sw = gather_software_facts("/nonexistent/bin/python", ENGINES.values())
+    (env,) = by_id(run_checks(Facts(software=sw), dep()), "engine_env")
     assert env.severity == "fail" and "does not exist" in env.message
+
+
+@pytest.mark.parametrize(
+    "visible", ["0,1", "0, 1", " 1 ,0", "GPU-2f351d10-ad9d-9be2-a181-942fc6c6671f,1", "GPU-676c1136"]
+)
+def test_cuda_visible_devices_with_spaces_and_uuids_picks_the_same_gpus_everywhere(
+    tmp_path: Path, visible: str
+) -> None:
+    """Both the GPU count (parallelism) and the GPUs checked for memory follow CUDA_VISIBLE_DEVICES as CUDA
+    reads it: indices or UUIDs (or a UUID's prefix), spaces allowed."""
+    model = make_model(tmp_path, LLAMA)
+    facts = facts_with("h200x2-gpu0-40g.json", model)
+    tp = 1 if visible == "GPU-676c1136" else 2
+    findings = run_checks(facts, dep(model=str(model), parallel={"tp": tp}, env={"CUDA_VISIBLE_DEVICES": visible}))
+    assert not any("are available" in f.message for f in by_id(findings, "parallelism")), findings
+    (gpu,) = by_id(findings, "gpu_processes")
+    if tp == 1:  # only GPU 1, the idle one
+        assert gpu.severity == "ok" and [g["index"] for g in gpu.evidence["gpus"]] == [1]
+    else:  # GPU 0 holds the stale 40 GiB process
+        assert gpu.severity == "fail" and "pid 1509" in gpu.message
+
+
+def test_public_check_api_reads_a_spec_file_and_recorded_facts(tmp_path: Path) -> None:
+    model = make_model(tmp_path, LLAMA)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"engine": "vllm", "python": sys.executable, "model": str(model)}))
+    findings = firstlight.check(spec, facts=FACTS / "h200x2-gpu0-40g.json")
+    assert findings.exit_code == 2 and findings.worst == "fail"
+    assert "gpu_processes" in [f.id for f in findings.failures]
 
 
 def test_cli_check_with_recorded_facts_json_and_exit_codes(tmp_path: Path) -> None:
     model = make_model(tmp_path, LLAMA)
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"engine": "vllm", "python": sys.executable, "model": str(model)}))
-    res = firstlight("check", str(spec), "--json", "--facts", str(FACTS / "h200x2-gpu0-40g.json"), timeout=60)
+    res = run_cli("check", str(spec), "--json", "--facts", str(FACTS / "h200x2-gpu0-40g.json"), timeout=60)
     assert res.returncode == 2, res.stderr
     findings = json.loads(res.stdout)
     assert all(set(f) == {"id", "severity", "message", "evidence", "remedy"} for f in findings)
     assert any(f["id"] == "gpu_processes" and f["severity"] == "fail" for f in findings)
-    bad = firstlight("check", str(tmp_path / "nope.yaml"), timeout=60)
+    bad = run_cli("check", str(tmp_path / "nope.yaml"), timeout=60)
     assert bad.returncode == 2 and "no such spec file" in bad.stderr and "Traceback" not in bad.stderr
-    res = firstlight("check", str(spec), "--facts", str(tmp_path / "nope.json"), timeout=60)
+    res = run_cli("check", str(spec), "--facts", str(tmp_path / "nope.json"), timeout=60)
     assert res.returncode == 2 and "cannot read facts" in res.stderr

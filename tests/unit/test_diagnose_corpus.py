@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from firstlight.diagnose import diagnose_file
-from firstlight.diagnose.signatures import CATEGORIES
+from firstlight.diagnosis import diagnose_file
+from firstlight.diagnosis.signatures import CATEGORIES
 from tests.conftest import DATA, firstlight
 
 CORPUS = DATA / "corpus"

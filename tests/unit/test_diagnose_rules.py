@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from firstlight.diagnose import diagnose_lines
-from firstlight.launch.follow import iter_lines
+from firstlight.diagnosis import diagnose_lines
+from firstlight.logs import iter_lines
 from tests.conftest import DATA, firstlight
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from firstlight.launch.follow import LogFollower, iter_lines
+from firstlight.logs import LogFollower, iter_lines
 
 
 def test_splits_on_carriage_return_and_counts_newlines_only() -> None:

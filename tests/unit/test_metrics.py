@@ -6,8 +6,9 @@ from array import array
 
 import pytest
 
-from firstlight.bench.metrics import distribution, parse_slo, summarise
-from firstlight.bench.records import RequestRecord
+from firstlight.benchmark.config import parse_slo
+from firstlight.benchmark.metrics import distribution, summarise
+from firstlight.records import RequestRecord
 
 
 def rec(

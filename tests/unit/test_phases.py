@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from firstlight.diagnose import diagnose_file
+from firstlight.diagnosis import diagnose_file
 from firstlight.engines import get_engine
-from firstlight.launch.follow import iter_lines
+from firstlight.logs import iter_lines
 from tests.conftest import DATA
 
 STARTUP = DATA / "startup"

@@ -13,8 +13,8 @@ import yaml
 
 from firstlight.deployment import Deployment, load_deployment
 from firstlight.facts import load_facts
-from firstlight.render import RenderError, render
-from firstlight.render.systemd import quote_word
+from firstlight.rendering import RenderError, render
+from firstlight.rendering.systemd import quote_word
 from tests.conftest import DATA, firstlight
 
 RENDER = DATA / "render"
@@ -38,7 +38,7 @@ def fixed_date(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def rendered(spec: str, fmt: str) -> str:
-    text, _ = render(load_deployment(RENDER / spec), spec, fmt, FACTS)
+    text = render(load_deployment(RENDER / spec), fmt, FACTS, source=spec).text
     return text
 
 
@@ -66,7 +66,7 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
             "env": {"A_PERCENT": "100%", "API_TOKEN": "x"},
         }
     )
-    unit_text, _ = render(dep, "test", "systemd", FACTS)
+    unit_text = render(dep, "systemd", FACTS, source="test").text
     unit = tmp_path / "firstlight-verify.service"
     unit.write_text(unit_text)
     res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True)
@@ -99,10 +99,10 @@ def test_hostile_values_round_trip_through_systemd_and_sh(tmp_path: Path) -> Non
     dep = Deployment.model_validate(
         {"engine": "vllm", "python": "/v/python", **hostile, "args": {"chat-template": "{{ '%' }} $x"}}
     )
-    unit, _ = render(dep, "t", "systemd", FACTS)
+    unit = render(dep, "systemd", FACTS, source="t").text
     line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
     assert '"/models/my model\'s \\"best\\" $$HOME 100%%"' in line
-    script, _ = render(dep, "t", "sh", FACTS)
+    script = render(dep, "sh", FACTS, source="t").text
     exec_line = next(x for x in script.splitlines() if x.startswith("exec "))
     # the shell gives back exactly the argv firstlight would run
     echo = subprocess.run(["bash", "-c", "printf '%s\\n' " + exec_line[5:]], capture_output=True, text=True)
@@ -113,7 +113,7 @@ def test_hostile_values_round_trip_through_systemd_and_sh(tmp_path: Path) -> Non
 def test_newlines_are_rejected() -> None:
     dep = Deployment.model_validate({"engine": "vllm", "python": "/p", "model": "/m", "env": {"X": "a\nb"}})
     with pytest.raises(RenderError, match="newline"):
-        render(dep, "t", "systemd", FACTS)
+        render(dep, "systemd", FACTS, source="t")
 
 
 def test_lws_manifest_has_what_the_api_requires() -> None:
@@ -180,10 +180,10 @@ def test_up_with_systemd_where_it_does_not_run_is_a_one_line_error(tmp_path: Pat
 
 def test_pcie_only_gpus_get_a_commented_out_p2p_workaround() -> None:
     facts = load_facts(DATA / "facts" / "h200x2-idle.json")
-    facts["gpus"]["topology"] = [["X", "PHB"], ["PHB", "X"]]  # as if the pair had no NVLink
+    facts.gpus.topology = [["X", "PHB"], ["PHB", "X"]]  # constructed: as if the pair had no NVLink
     dep = load_deployment(RENDER / "vllm-single.yaml")
-    unit, _ = render(dep, "t", "systemd", facts)
-    script, _ = render(dep, "t", "sh", facts)
+    unit = render(dep, "systemd", facts, source="t").text
+    script = render(dep, "sh", facts, source="t").text
     assert '#Environment="NCCL_P2P_DISABLE=1"' in unit.splitlines()
     assert "# export NCCL_P2P_DISABLE=1" in script.splitlines()
     assert "\nexport NCCL_P2P_DISABLE" not in script  # a debugging variable is never set silently

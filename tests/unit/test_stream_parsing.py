@@ -7,8 +7,8 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firstlight.bench.client import StreamConnection, Target
-from firstlight.bench.records import RequestRecord
+from firstlight.benchmark.client import StreamConnection, Target
+from firstlight.records import RequestRecord
 
 
 class FakeTransport(asyncio.Transport):

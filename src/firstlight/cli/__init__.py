@@ -1,6 +1,13 @@
-"""The `firstlight` command line: one thin module per command."""
+"""The `firstlight` command line: one thin module per command over the library.
+
+Each command parses its options, calls the library and prints; commands never import each other, and
+import the library when they run, so a quick command does not pay for the others. A `FirstlightError`
+from the library ends any command with `error: <reason>` and the error's exit code, here, in one place.
+"""
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
@@ -14,6 +21,7 @@ from firstlight.cli.report import report
 from firstlight.cli.status import status
 from firstlight.cli.up import up
 from firstlight.cli.watch import watch
+from firstlight.errors import FirstlightError
 
 app = typer.Typer(
     name="firstlight",
@@ -22,18 +30,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command()(check)
-app.command()(facts)
-app.command()(up)
-app.command()(watch)
-app.command()(status)
-app.command()(logs)
-app.command()(down)
-app.command()(diagnose)
-app.command()(bench)
-app.command()(report)
-app.command()(render)
+for command in (check, facts, up, watch, status, logs, down, diagnose, bench, report, render):
+    app.command()(command)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except FirstlightError as e:
+        from firstlight.cli.common import err_console
+
+        err_console().print(f"error: {e}", style="red", markup=False, highlight=False)
+        sys.exit(e.exit_code)

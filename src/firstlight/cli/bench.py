@@ -2,6 +2,7 @@
 
 Exit codes: 0 every level completed; 1 the run stopped early (a dead server, repeated failures) with
 what finished kept; 2 bad options or an unreachable setup; 130 interrupted (Ctrl-C), results kept.
+The benchmark stack (HTTP client, numpy, uvloop, the progress bars) is imported when the command runs.
 """
 
 from __future__ import annotations
@@ -9,23 +10,20 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvloop
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from firstlight.bench.metrics import parse_slo
-from firstlight.bench.runner import Aborted, BenchConfig, LevelState, parse_list, run
-from firstlight.cli.common import StoreOption, console, err_console, fail, open_store, print_diagnosis
-from firstlight.cli.up import watch_until_decided
-from firstlight.deployment import SpecError, load_deployment
-from firstlight.engines import get_engine
-from firstlight.launch.control import start_launch, stop_launch
-from firstlight.report.data import run_data
-from firstlight.report.tables import run_table
-from firstlight.store import Store
+from firstlight.cli.common import StoreOption, console, err_console, print_diagnosis
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from firstlight.benchmark import BenchConfig, LevelState
+    from firstlight.launch import Launch
+    from firstlight.store import Store
 
 
 def bench(
@@ -55,100 +53,98 @@ def bench(
 ) -> None:
     """Drive an OpenAI-compatible server at several loads; every request is stored as it finishes."""
     options = dict(locals())  # the command's options by name, before anything else is defined here
-    db = open_store(store)
+    for name in ("json_path", "resume", "store"):
+        del options[name]  # not the run's configuration
+    from firstlight.benchmark import BenchConfig
+    from firstlight.store import Store
+
+    db = Store(store)
     api_key = os.environ.get("FIRSTLIGHT_API_KEY") or os.environ.get("OPENAI_API_KEY")
     if resume is not None:
-        stored = db.get_run(resume)
-        if stored is None:
-            fail(f"no benchmark run {resume} in {db.path}", 2)
-        cfg = BenchConfig(**{**stored["config"], "api_key": api_key})
+        cfg = BenchConfig.of_run(db, resume, api_key)
     else:
-        cfg = _config(options, api_key)
-    launched = None
-    if launch is not None:
-        try:
-            dep = load_deployment(launch)
-        except SpecError as e:
-            fail(str(e), 2)
-        launched = start_launch(db, dep)
-        if watch_until_decided(db, launched, json_out=False, stop_on_interrupt=True) != 0:
-            raise typer.Exit(1)
-        cfg.url = dep.url
-        cfg.model = cfg.model or get_engine(dep.engine).request_model(dep)
-        cfg.tokenizer_dir = cfg.tokenizer_dir or str(dep.model)
+        cfg = BenchConfig.from_options(api_key=api_key, **options)
+    launched = _bring_up(launch, db, cfg) if launch is not None else None
     try:
         code = _run(cfg, db, resume, launched.id if launched else None, json_path)
     finally:
         if launched is not None:
-            current = db.get_launch(launched.id)
-            if current is not None and current.state in ("failed", "exited"):
-                console.print(f"the launched server ended: {current.reason}")
-                print_diagnosis(current.diagnosis, current.log_path)
-            stop_launch(db, current or launched)
+            _take_down(launched)
     raise typer.Exit(code)
 
 
-def _config(o: dict[str, Any], api_key: str | None) -> BenchConfig:
-    """The run's configuration from the command's options, each checked with a message that says how to fix it."""
-    if (o["url"] is None) == (o["launch"] is None):
-        fail("give exactly one of --url (a running server) and --launch (a spec to bring up)", 2)
-    if o["concurrency"] and o["request_rate"]:
-        fail("give --concurrency or --request-rate, not both", 2)
-    if o["endpoint"] not in ("completions", "chat"):
-        fail("--endpoint must be completions or chat", 2)
-    if o["arrival"] not in ("poisson", "constant"):
-        fail("--arrival must be poisson or constant", 2)
-    if o["num_requests"] is not None and o["duration"] is not None:
-        fail("give --num-requests or --duration, not both", 2)
-    if o["dataset"] is not None and not o["dataset"].is_file():
-        fail(f"--dataset {o['dataset']}: no such file", 2)
-    try:
-        levels = parse_list(o["concurrency"] or "1", int) if not o["request_rate"] else []
-        rates = parse_list(o["request_rate"], float) if o["request_rate"] else []
-        slos = parse_slo(o["slo"])
-    except ValueError as e:
-        fail(str(e), 2)
-    for name, value in (
-        ("--num-requests", o["num_requests"]),
-        ("--input-len", o["input_len"]),
-        ("--output-len", o["output_len"]),
-    ):
-        if value is not None and value < 1:
-            fail(f"{name} must be at least 1", 2)
-    return BenchConfig(
-        url=(o["url"] or "").rstrip("/"),
-        model=o["model"],
-        endpoint=o["endpoint"],
-        concurrency=levels,
-        request_rates=rates,
-        arrival=o["arrival"],
-        max_concurrency=o["max_concurrency"],
-        num_requests=o["num_requests"],
-        duration=o["duration"],
-        warmup=max(o["warmup"], 0),
-        input_len=o["input_len"],
-        output_len=o["output_len"],
-        dataset=str(o["dataset"]) if o["dataset"] else None,
-        slo=slos,
-        label=o["label"],
-        timeout=o["timeout"],
-        temperature=o["temperature"],
-        seed=o["seed"],
-        tokenizer_dir=str(o["tokenizer"]) if o["tokenizer"] else None,
-        api_key=api_key,
-    )
+def _bring_up(spec: Path, db: Store, cfg: BenchConfig) -> Launch:
+    """Launch the spec and show it until ready; the run then benchmarks it (its URL, model and tokenizer)."""
+    from firstlight.cli.view import follow
+    from firstlight.launch import up
+
+    launch = up(spec, store=db)
+    code = follow(launch, json_out=False, stop_on_interrupt=True)
+    if code != 0:
+        raise typer.Exit(code)
+    cfg.url = launch.url
+    cfg.model = cfg.model or launch.adapter.request_model(launch.deployment)
+    cfg.tokenizer_dir = cfg.tokenizer_dir or str(launch.deployment.model)
+    return launch
+
+
+def _take_down(launch: Launch) -> None:
+    from firstlight.launch import LaunchState
+
+    record = launch.record
+    if record.state in (LaunchState.FAILED, LaunchState.EXITED):
+        console().print(f"the launched server ended: {record.reason}")
+        print_diagnosis(record.diagnosis, record.log_path)
+    launch.down()
 
 
 def _run(cfg: BenchConfig, db: Store, resume: int | None, launch_id: int | None, json_path: Path | None) -> int:
-    progress = Progress(
+    """The run with a live progress view; the results are shown however it ends. A run that stopped early
+    re-raises BenchAborted (exit 1) after its results are shown."""
+    from firstlight.benchmark import BenchAborted, run_bench
+
+    progress = _progress()
+    runs: list[int] = [resume] if resume is not None else []  # known at once, even if interrupted
+    try:
+        with progress:
+            result = run_bench(
+                cfg,
+                store=db,
+                on_progress=_shower(progress),
+                resume=resume,
+                launch_id=launch_id,
+                on_start=runs.append,
+            )
+    except BenchAborted as e:
+        if e.run_id is not None:
+            _show(db, e.run_id, json_path, stopped=True)
+        raise
+    except KeyboardInterrupt:
+        err_console().print("interrupted: every finished request is kept")
+        if runs:
+            _show(db, runs[0], json_path, stopped=True)
+        return 130
+    _show(db, result.run_id, json_path, stopped=False)
+    return 0
+
+
+def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out = console()
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[stats]}"),
         TimeElapsedColumn(),
-        console=console,
-        disable=not console.is_terminal,
+        console=out,
+        disable=not out.is_terminal,
     )
+
+
+def _shower(progress: Progress) -> Callable[[LevelState], None]:
+    """One bar per level: requests done, tokens/s and failures so far."""
     tasks: dict[int, int] = {}
 
     def show(state: LevelState) -> None:
@@ -159,32 +155,25 @@ def _run(cfg: BenchConfig, db: Store, resume: int | None, launch_id: int | None,
             tasks[state.index] = progress.add_task(name, total=state.total, stats=stats)
         progress.update(tasks[state.index], completed=state.done, stats=stats)
 
-    code = 0
-    created: list[int] = [resume] if resume is not None else []
-    try:
-        with progress:
-            uvloop.run(run(cfg, db.path, show, resume, launch_id, created))
-    except Aborted as e:
-        err_console.print(f"error: {e}")
-        code = 1
-    except KeyboardInterrupt:
-        err_console.print("interrupted: every finished request is kept")
-        code = 130
-    if not created:
-        return 2 if code == 0 else code
-    data = run_data(db, created[0])
-    console.print(run_table(data))
+    return show
+
+
+def _show(db: Store, run_id: int, json_path: Path | None, stopped: bool) -> None:
+    """The run's table, each level's client warning and errors, the JSON file, and how to resume."""
+    from firstlight.benchmark import run_data
+    from firstlight.reports import run_table
+
+    data = run_data(db, run_id)
+    out = console()
+    out.print(run_table(data))
     for lv in data["levels"]:
         warning = (lv.get("client") or {}).get("warning")
         if warning:
-            console.print(f"[yellow]{lv.get('concurrency') or lv.get('request_rate')}: {warning}[/yellow]")
+            out.print(f"[yellow]{lv.get('concurrency') or lv.get('request_rate')}: {warning}[/yellow]")
         for kind, info in (lv.get("errors") or {}).items():
-            console.print(f"  errors {kind}: {info['count']} (first: {'; '.join(info['first'][:1])})", markup=False)
+            out.print(f"  errors {kind}: {info['count']} (first: {'; '.join(info['first'][:1])})", markup=False)
     if json_path is not None:
         json_path.write_text(json.dumps(data, indent=1))
-        console.print(f"results written to {json_path}")
-    if code:
-        console.print(
-            f"run {data['run']} is kept ({data['state']}); complete it with `firstlight bench --resume {data['run']}`"
-        )
-    return code
+        out.print(f"results written to {json_path}")
+    if stopped:
+        out.print(f"run {run_id} is kept ({data['state']}); complete it with `firstlight bench --resume {run_id}`")

@@ -1,51 +1,73 @@
-"""What every command shares: the store option, finding a launch, printing a failure."""
+"""What every command shares: the store option, the consoles, printing a failure or a diagnosis.
+
+Kept light on purpose: a command imports what it uses when it runs, so `status` does not pay for
+the benchmark stack. Rich is imported when something is printed.
+"""
 
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from firstlight.store import Launch, Store
-
-# Piped output is read in logs and CI: wide enough that result tables are not cut.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+if TYPE_CHECKING:
+    from rich.console import Console
 
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="SQLite store (default ~/.firstlight/firstlight.db, or $FIRSTLIGHT_STORE)."),
 ]
 LaunchArg = Annotated[int | None, typer.Argument(help="launch id (default: the latest)")]
+SEVERITY_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+
+
+@cache
+def console() -> Console:
+    from rich.console import Console
+
+    # Piped output is read in logs and CI: wide enough that result tables are not cut.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+@cache
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(Text(f"error: {message}", style="red"))
+    """A one-line reason on stderr, and the exit code."""
+    from rich.text import Text
+
+    err_console().print(Text(f"error: {message}", style="red"))
     raise typer.Exit(code)
-
-
-def open_store(path: Path | None) -> Store:
-    try:
-        return Store(path)
-    except Exception as e:  # sqlite3.DatabaseError on a file that is not a store, permissions, …
-        fail(f"cannot open the store {path or '~/.firstlight/firstlight.db'}: {e}", 2)
-
-
-def resolve_launch(store: Store, launch_id: int | None) -> Launch:
-    launch = store.get_launch(launch_id) if launch_id is not None else store.latest_launch()
-    if launch is None:
-        fail(f"no launch {launch_id} in {store.path}" if launch_id is not None else f"no launches in {store.path}")
-    return launch
 
 
 def view_mode(json_out: bool) -> str:
     if json_out:
         return "json"
     return "live" if sys.stdout.isatty() else "plain"
+
+
+def show_findings(findings: list[Any]) -> None:
+    """Preflight findings as a table: severity, check, what was seen and the remedy."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_edge=False, show_header=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("finding")
+    for f in findings:
+        text = Text(f.message)
+        if f.remedy and f.severity != "ok":
+            text.append("\n→ " + f.remedy, style="cyan")
+        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.id, text)
+    console().print(table)
 
 
 def print_diagnosis(diag: dict[str, Any] | None, log_path: str | None = None) -> None:
@@ -55,17 +77,18 @@ def print_diagnosis(diag: dict[str, Any] | None, log_path: str | None = None) ->
     d = diag.get("diagnosis") if "diagnosis" in diag else diag
     if not d:
         return
-    console.print(
-        Text.assemble(("cause: ", "bold"), (d["category"], "bold red"), f"  (confidence {d['confidence']:.2f})")
-    )
+    from rich.text import Text
+
+    out = console()
+    out.print(Text.assemble(("cause: ", "bold"), (d["category"], "bold red"), f"  (confidence {d['confidence']:.2f})"))
     where = f"{log_path}:{d['line']}" if log_path else f"line {d['line']}"
-    console.print(Text(f"root-cause line ({where}):", style="bold"))
-    console.print(Text("  " + d["root_cause_line"].strip()[:2000]))
+    out.print(Text(f"root-cause line ({where}):", style="bold"))
+    out.print(Text("  " + d["root_cause_line"].strip()[:2000]))
     if d.get("repeats", 1) > 1:
-        console.print(Text(f"  (the same line appears {d['repeats']} times, e.g. once per rank)", style="dim"))
+        out.print(Text(f"  (the same line appears {d['repeats']} times, e.g. once per rank)", style="dim"))
     evidence = [e for e in d.get("evidence", []) if e.strip() and e != d["root_cause_line"]]
     if evidence:
-        console.print(Text("evidence:", style="bold"))
+        out.print(Text("evidence:", style="bold"))
         for e in evidence:
-            console.print(Text("  " + e.strip()[:300], style="dim"))
-    console.print(Text.assemble(("remedy: ", "bold green"), d["remedy"]))
+            out.print(Text("  " + e.strip()[:300], style="dim"))
+    out.print(Text.assemble(("remedy: ", "bold green"), d["remedy"]))

@@ -9,27 +9,29 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from firstlight.cli.common import console, fail, print_diagnosis
-from firstlight.diagnose import Report, diagnose_lines, looks_binary
-from firstlight.engines import ENGINES
-from firstlight.launch.follow import iter_lines
 
-ENGINE_CHOICES = ("auto", *ENGINES)
+if TYPE_CHECKING:
+    from firstlight.diagnosis import Report
 
 
 def diagnose(
     logfile: Annotated[str, typer.Argument(help="a launch log, or - for standard input")],
-    engine: Annotated[str, typer.Option(help=f"one of {', '.join(ENGINE_CHOICES)}")] = "auto",
+    engine: Annotated[str, typer.Option(help="auto, or an engine's name (vllm, sglang, llama.cpp, ...)")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Read the whole log (every rank) and say what happened: phases, outcome, root cause, remedy."""
-    if engine not in ENGINE_CHOICES:
-        fail(f"--engine {engine!r} is not one of {', '.join(ENGINE_CHOICES)}", 2)
+    from firstlight.diagnosis import diagnose_lines, looks_binary
+    from firstlight.engines import ENGINES
+    from firstlight.logs import iter_lines
+
+    choices = ("auto", *ENGINES)
+    if engine not in choices:
+        fail(f"--engine {engine!r} is not one of {', '.join(choices)}", 2)
     if logfile == "-":
         stream = sys.stdin.buffer
         name = "<stdin>"
@@ -52,20 +54,21 @@ def diagnose(
 
 
 def show_report(report: Report, log_path: str | None) -> None:
+    from rich.text import Text
+
+    out = console()
     style = {"ready": "bold green", "failed": "bold red"}.get(report.outcome, "bold yellow")
-    console.print(
+    out.print(
         Text.assemble(
             ("outcome: ", "bold"),
             (report.outcome, style),
             f"  engine: {report.engine}  lines: {report.lines}",
         )
     )
-    console.print(Text("phases:", style="bold"))
+    out.print(Text("phases:", style="bold"))
     for p in report.phases:
         when = f"  {p.log_time}" if p.log_time else ""
-        console.print(Text(f"  {p.phase:<20} line {p.line}{when}"))
+        out.print(Text(f"  {p.phase:<20} line {p.line}{when}"))
     if report.outcome == "not_ready":
-        console.print(
-            Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow")
-        )
+        out.print(Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow"))
     print_diagnosis(report.to_dict().get("diagnosis"), log_path)

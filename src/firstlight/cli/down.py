@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from firstlight.cli.common import LaunchArg, StoreOption, console, fail, open_store, resolve_launch
-from firstlight.launch.control import stop_launch
+from firstlight.cli.common import LaunchArg, StoreOption, console, fail
 
 
 def down(
@@ -16,16 +15,17 @@ def down(
     store: StoreOption = None,
 ) -> None:
     """SIGTERM the launch's process group, SIGKILL after the grace period, verify no process is left."""
-    db = open_store(store)
-    found = resolve_launch(db, launch)
-    result = stop_launch(db, found, grace)
+    from firstlight.launch import get_launch
+
+    found = get_launch(launch, store)
+    result = found.down(grace)
     if not result.stopped:
-        console.print(f"launch {found.id}: no process was running")
+        console().print(f"launch {found.id}: no process was running")
         return
     if result.survivors:
         fail(f"launch {found.id}: processes survived SIGKILL: {result.survivors}")
     if result.gpu_holders:
         fail(f"launch {found.id}: stopped, but NVML still shows GPU memory held by pids {result.gpu_holders}")
-    console.print(
+    console().print(
         f"launch {found.id}: stopped {len(result.stopped)} processes ({', '.join(map(str, result.stopped))}); none left"
     )

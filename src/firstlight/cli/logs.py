@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from firstlight.cli.common import LaunchArg, StoreOption, fail, open_store, resolve_launch
-from firstlight.launch.supervisor import group_members
-from firstlight.store import Store
+from firstlight.cli.common import LaunchArg, StoreOption, fail
+
+if TYPE_CHECKING:
+    from firstlight.launch import Launch
 
 
 def logs(
@@ -19,8 +20,10 @@ def logs(
     store: StoreOption = None,
 ) -> None:
     """Print a launch's log; with -f keep following it until the engine exits (or Ctrl-C)."""
-    db = open_store(store)
-    found = resolve_launch(db, launch)
+    from firstlight.launch import get_launch
+
+    handle = get_launch(launch, store)
+    found = handle.record
     try:
         f = open(found.log_path, "rb")  # noqa: SIM115 - used as a context manager below
     except OSError as e:
@@ -34,7 +37,7 @@ def logs(
                     out.write(chunk)
                     out.flush()
                     continue
-                if not follow or not _engine_running(db, found.id):
+                if not follow or not _engine_running(handle):
                     break
                 time.sleep(0.1)
         except KeyboardInterrupt:
@@ -43,10 +46,11 @@ def logs(
             pass
 
 
-def _engine_running(db: Store, launch_id: int) -> bool:
-    launch = db.get_launch(launch_id)
-    if launch is None:
-        return False
+def _engine_running(handle: Launch) -> bool:
+    from firstlight.launch import LaunchState
+    from firstlight.launch.supervisor import group_members
+
+    launch = handle.record
     if launch.pgid is None:
-        return launch.state == "starting"  # the watcher has not started the engine yet
+        return launch.state == LaunchState.STARTING  # the watcher has not started the engine yet
     return bool(group_members(launch.pgid))

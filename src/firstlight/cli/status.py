@@ -4,27 +4,28 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from firstlight.cli.common import StoreOption, console, open_store
-from firstlight.launch.supervisor import group_members
-from firstlight.store import Launch
+from firstlight.cli.common import StoreOption, console
+
+if TYPE_CHECKING:
+    from firstlight.store import LaunchRecord
 
 
-def _row(launch: Launch) -> dict[str, Any]:
-    running = bool(launch.pgid and group_members(launch.pgid))
+def _row(launch: LaunchRecord) -> dict[str, Any]:
+    from firstlight.launch.supervisor import group_members
+
     return {
         "id": launch.id,
         "name": launch.name,
         "engine": launch.engine,
-        "state": launch.state,
+        "state": launch.state.value,
         "phase": launch.phase,
         "url": launch.url,
         "pid": launch.pid,
-        "running": running,
+        "running": bool(launch.pgid and group_members(launch.pgid)),
         "created": launch.created,
         "ended": launch.ended,
         "exit_code": launch.exit_code,
@@ -40,14 +41,18 @@ def status(
     store: StoreOption = None,
 ) -> None:
     """Show recent launches: state, phase, whether their processes still run, and why they ended."""
-    db = open_store(store)
+    from firstlight.store import Store
+
+    db = Store.open(store)
     rows = [_row(launch) for launch in db.launches(limit)]
     if json_out:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        console.print(f"no launches in {db.path}")
+        console().print(f"no launches in {db.path}")
         return
+    from rich.table import Table
+
     table = Table(show_edge=False)
     for col in ("id", "name", "engine", "state", "phase", "running", "age", "url", "why"):
         table.add_column(col)
@@ -65,7 +70,7 @@ def status(
             r["url"],
             why[:60],
         )
-    console.print(table)
+    console().print(table)
 
 
 def _age(seconds: float) -> str:

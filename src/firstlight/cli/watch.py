@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from firstlight.cli.common import LaunchArg, StoreOption, open_store, resolve_launch
-from firstlight.cli.up import watch_until_decided
+from firstlight.cli.common import LaunchArg, StoreOption
 
 
 def watch(
@@ -16,6 +15,7 @@ def watch(
     store: StoreOption = None,
 ) -> None:
     """Follow a launch until it is ready, failed or stalled (Ctrl-C detaches; the launch keeps running)."""
-    db = open_store(store)
-    found = resolve_launch(db, launch)
-    raise typer.Exit(watch_until_decided(db, found, json_out, stop_on_interrupt=False))
+    from firstlight.cli.view import follow
+    from firstlight.launch import get_launch
+
+    raise typer.Exit(follow(get_launch(launch, store), json_out, stop_on_interrupt=False))

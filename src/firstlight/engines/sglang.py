@@ -7,10 +7,28 @@ begin", and the older "Init torch distributed begin." and "Capture cuda graph be
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from firstlight.deployment import Deployment
-from firstlight.engines.base import EngineAdapter, compile_all, extra_args
-from firstlight.launch.phases import phase_rules, progress_rules
+from firstlight.engines.base import (
+    ANY,
+    NOWHERE,
+    AttentionBackends,
+    EngineAdapter,
+    MemoryFlags,
+    MultiNode,
+    Software,
+    SpecDecodeMetrics,
+    arch,
+    compile_all,
+    extra_args,
+    parallel_flags,
+)
+from firstlight.logs import phase_rules, progress_rules
+
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
+
+DIST_PORT = 20000
 
 
 def build_argv(dep: Deployment) -> list[str]:
@@ -27,16 +45,47 @@ def build_argv(dep: Deployment) -> list[str]:
         "--port",
         str(dep.port),
     ]
-    par = dep.parallel
-    for flag, value in (
-        ("--tp-size", par.tp),
-        ("--pp-size", par.pp),
-        ("--dp-size", par.dp),
-        ("--ep-size", par.ep),
-    ):
-        if value > 1:
-            argv += [flag, str(value)]
+    argv += parallel_flags(dep, {"tp": "--tp-size", "pp": "--pp-size", "dp": "--dp-size", "ep": "--ep-size"})
     return argv + extra_args(dep.args)
+
+
+def node_args(nodes: int, leader: str, rank: str) -> list[str]:
+    return ["--dist-init-addr", f"{leader}:{DIST_PORT}", "--nnodes", str(nodes), "--node-rank", rank]
+
+
+# SGLang attention backends and the SM major versions they run on, per attention kind
+# (reference/engine-anchors.md §4): fa3 asserts `(major == 8 and not mla) or major == 9`; trtllm_mla
+# needs Blackwell (SM10x/11x/12x); cutedsl_mla SM100; trtllm_mha (0.5.23) SM90/SM100/SM120; hpc_ops SM90, MHA.
+ATTENTION = AttentionBackends(
+    runs_on={
+        "fa3": {"MHA": arch(8, 9), "GQA": arch(8, 9), "MLA": arch(9)},
+        "fa4": {"MHA": arch(10, 12), "GQA": arch(10, 12), "MLA": arch(10, 12)},
+        "flashinfer": {"MHA": ANY, "GQA": ANY, "MLA": ANY},
+        "triton": {"MHA": ANY, "GQA": ANY, "MLA": ANY},
+        "torch_native": {"MHA": ANY, "GQA": ANY, "MLA": ANY},
+        "flex_attention": {"MHA": ANY, "GQA": ANY, "MLA": NOWHERE},
+        "flashmla": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(9, 10)},
+        "cutlass_mla": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(10)},
+        "trtllm_mla": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(10, 11, 12)},
+        "cutedsl_mla": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(10)},
+        "trtllm_mha": {"MHA": arch(9, 10, 12), "GQA": arch(9, 10, 12), "MLA": NOWHERE},
+        "hpc_ops": {"MHA": arch(9), "GQA": arch(9), "MLA": NOWHERE},
+    },
+    ladders={
+        "MLA": {
+            9: ("fa3", "flashinfer", "triton"),
+            10: ("trtllm_mla", "flashinfer", "triton"),
+            None: ("flashinfer", "triton"),
+        },
+        "MHA": {
+            9: ("fa3", "flashinfer", "triton"),
+            10: ("trtllm_mha", "flashinfer", "triton"),
+            None: ("flashinfer", "triton"),
+        },
+    },
+    flags=("attention-backend", "prefill-attention-backend", "decode-attention-backend"),
+    removed={"cutlass_mla": "0.5.23"},
+)
 
 
 SGLANG = EngineAdapter(
@@ -85,4 +134,34 @@ SGLANG = EngineAdapter(
         r"sgl[_-]kernel",
     ),
     default_env={"HF_HUB_OFFLINE": "1"},
+    hang_hints={"weights_loading": "SGLang gives up waiting for the other ranks after 480 s."},
+    metrics_prefix="sglang:",
+    software=Software(
+        distributions=("sglang",),
+        companions=("sgl-kernel", "sglang-kernel"),
+        module="sglang",
+        flag_sources=("srt/server_args.py", "srt/arg_groups"),
+        deprecated_flags={
+            "--disable-cuda-graph": ("0.5.23", "--cuda-graph-backend-decode disabled (and -prefill)"),
+            "--enable-dp-attention": ("0.5.23", "--attn-dp-size N"),
+            "--cuda-graph-max-bs": ("0.5.23", "--cuda-graph-max-bs-decode"),
+        },
+    ),
+    memory=MemoryFlags(
+        fraction_flag="mem-fraction-static",
+        default_fraction=0.88,
+        context_flag="context-length",
+        concurrency_flag="max-running-requests",
+        tp_balance=0.9,
+    ),
+    attention=ATTENTION,
+    # `avg_spec_accept_length` in /server_info and the sglang:spec_accept_length gauge are running
+    # averages since the server started: they are labelled so, never scoped to a level.
+    spec_decode=SpecDecodeMetrics(
+        accept_length_gauge="sglang:spec_accept_length",
+        accept_rate_gauge="sglang:spec_accept_rate",
+        server_info_key="avg_spec_accept_length",
+    ),
+    multinode=MultiNode(node_args, workers_serve_health=True, image="lmsysorg/sglang:latest"),
 )
+ADAPTERS = (SGLANG,)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from firstlight.deployment import Deployment
-from firstlight.engines.base import EngineAdapter, compile_all, extra_args
-from firstlight.launch.phases import phase_rules, progress_rules
+from firstlight.engines.base import EngineAdapter, Software, compile_all, extra_args
+from firstlight.logs import phase_rules, progress_rules
+
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
 
 
 def build_argv(dep: Deployment) -> list[str]:
@@ -45,4 +48,6 @@ TRANSFORMERS = EngineAdapter(
     metrics_path=None,
     default_env={"HF_HUB_OFFLINE": "1"},
     request_model=lambda d: str(d.model),
+    software=Software(distributions=("transformers",)),
 )
+ADAPTERS = (TRANSFORMERS,)

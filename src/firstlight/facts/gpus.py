@@ -2,88 +2,99 @@
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
 from typing import Any
 
-try:
-    import pynvml
-except ImportError:  # nvidia-ml-py is a dependency, but a broken install must not break the watcher
-    pynvml = None  # type: ignore[assignment]
+from pydantic import BaseModel, ConfigDict, Field
 
-GIB = 1024**3
+from firstlight.nvml import GIB, Nvml, compute_procs, pynvml
 
 
-@dataclass
-class GpuMemory:
-    index: int
-    used_gib: float
+class GpuProcess(BaseModel):
+    """A compute process holding memory on a GPU, with who it is where the driver lets us see."""
+
+    model_config = ConfigDict(extra="ignore")
+    pid: int
+    used_gib: float = 0.0
+    name: str | None = None
+    cmdline: str | None = None
+    user: str | None = None
+
+    @property
+    def who(self) -> str:
+        return self.cmdline or self.name or "unknown"
+
+
+class MemoryGiB(BaseModel):
+    model_config = ConfigDict(extra="ignore")
     total_gib: float
-    # pid → GiB held by that compute process, where the driver lets us see it
-    processes: dict[int, float]
+    used_gib: float
+    free_gib: float
 
 
-class Nvml:
-    """A handle on NVML for the life of a watcher; `available` is False when there is no GPU or driver."""
+class Gpu(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    index: int
+    name: str = ""
+    uuid: str = ""
+    pci_bus_id: str = ""
+    compute_capability: str | None = None
+    memory: MemoryGiB
+    numa_node: int | None = None
+    nvlinks_active: int = 0
+    processes: list[GpuProcess] = Field(default_factory=list)
 
-    def __init__(self) -> None:
-        self.available = False
-        self.error: str | None = None
-        if pynvml is None:
-            self.error = "nvidia-ml-py is not installed"
-            return
-        try:
-            pynvml.nvmlInit()
-            self.count = pynvml.nvmlDeviceGetCount()
-            self.available = self.count > 0
-        except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, …
-            self.error = str(e) or type(e).__name__
+    @property
+    def sm_major(self) -> int | None:
+        return int(self.compute_capability.split(".")[0]) if self.compute_capability else None
 
-    def memory(self) -> list[GpuMemory]:
-        if not self.available:
-            return []
-        out = []
-        for i in range(self.count):
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-                procs = {p.pid: (p.usedGpuMemory or 0) / GIB for p in _compute_procs(handle)}
-                out.append(GpuMemory(i, mem.used / GIB, mem.total / GIB, procs))
-            except Exception:
-                continue
-        return out
-
-    def close(self) -> None:
-        if self.available:
-            with contextlib.suppress(Exception):
-                pynvml.nvmlShutdown()
+    def is_named(self, ident: str) -> bool:
+        """Whether CUDA_VISIBLE_DEVICES' entry `ident` (an index, a UUID or its prefix) names this GPU."""
+        ident = ident.strip()
+        if ident.isdigit():
+            return int(ident) == self.index
+        return (
+            bool(ident)
+            and bool(self.uuid)
+            and self.uuid.startswith(ident if ident.startswith("GPU-") else f"GPU-{ident}")
+        )
 
 
-def _compute_procs(handle: Any) -> list[Any]:
-    try:
-        return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
-    except Exception:
-        return []
+class GpuFacts(BaseModel):
+    """Every GPU with its memory and compute processes, and the links between GPUs (`nvidia-smi topo -m` terms)."""
+
+    model_config = ConfigDict(extra="ignore")
+    available: bool = False
+    error: str | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    gpus: list[Gpu] = Field(default_factory=list)
+    topology: list[list[str]] = Field(default_factory=list)
+
+    def visible(self, cuda_visible_devices: str | None) -> list[Gpu]:
+        """The GPUs a process sees under CUDA_VISIBLE_DEVICES (indices or UUIDs, spaces allowed), in its order."""
+        if cuda_visible_devices is None:
+            return list(self.gpus)
+        wanted = [w.strip() for w in cuda_visible_devices.split(",") if w.strip()]
+        return [g for w in wanted for g in self.gpus if g.is_named(w)]
 
 
 _TOPOLOGY = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-def gather_gpu_facts() -> dict[str, Any]:
-    """Every GPU with its memory and compute processes, and the links between GPUs, as JSON-ready data."""
+def gather_gpu_facts() -> GpuFacts:
+    """Every GPU with its memory and compute processes, and the links between GPUs."""
     nvml = Nvml()
     if not nvml.available:
-        return {"available": False, "error": nvml.error, "gpus": []}
+        return GpuFacts(available=False, error=nvml.error)
     try:
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.count)]
-        facts: dict[str, Any] = {
-            "available": True,
-            "driver": _str(_try(pynvml.nvmlSystemGetDriverVersion)),
-            "cuda_driver": _cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion_v2)),
-            "gpus": [_gpu(i, h) for i, h in enumerate(handles)],
-        }
-        facts["topology"] = [[_link(handles, a, b) for b in range(len(handles))] for a in range(len(handles))]
-        return facts
+        return GpuFacts(
+            available=True,
+            driver=_str(_try(pynvml.nvmlSystemGetDriverVersion)),
+            cuda_driver=_cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion_v2)),
+            gpus=[Gpu.model_validate(_gpu(i, h)) for i, h in enumerate(handles)],
+            topology=[[_link(handles, a, b) for b in range(len(handles))] for a in range(len(handles))],
+        )
     finally:
         nvml.close()
 
@@ -106,7 +117,7 @@ def _gpu(index: int, handle: Any) -> dict[str, Any]:
         },
         "numa_node": _numa_node(handle, bus_id),
         "nvlinks_active": _nvlinks_active(handle),
-        "processes": [_process(p) for p in _compute_procs(handle)],
+        "processes": [_process(p) for p in compute_procs(handle)],
     }
 
 

@@ -7,30 +7,67 @@ import resource
 import shutil
 import socket
 from pathlib import Path
-from typing import Any
 
 import psutil
+from pydantic import BaseModel, ConfigDict, Field
 
 GIB = 1024**3
 
 
-def gather_host_facts(model_path: Path | str | None, host: str, port: int | None) -> dict[str, Any]:
+class Disk(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    path: str
+    total: float
+    free: float
+
+
+class PortHolder(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    pid: int
+    name: str | None = None
+    cmdline: str | None = None
+
+
+class PortFacts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    port: int
+    host: str
+    free: bool
+    error: str | None = None
+    holder: PortHolder | None = None
+
+
+class HostFacts(BaseModel):
+    """The host: memory, disks, /dev/shm, limits, InfiniBand adapters, and the port the engine wants."""
+
+    model_config = ConfigDict(extra="ignore")
+    hostname: str = ""
+    cpus: int | None = None
+    ram_total_gib: float | None = None
+    ram_available_gib: float | None = None
+    nofile_soft: int | None = None
+    nofile_hard: int | None = None
+    shm_gib: Disk | None = None
+    disk_free_gib: Disk | None = None
+    infiniband: list[str] = Field(default_factory=list)
+    port: PortFacts | None = None
+
+
+def gather_host_facts(model_path: Path | str | None, host: str, port: int | None) -> HostFacts:
     vm = psutil.virtual_memory()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    facts: dict[str, Any] = {
-        "hostname": socket.gethostname(),
-        "cpus": os.cpu_count(),
-        "ram_total_gib": round(vm.total / GIB, 2),
-        "ram_available_gib": round(vm.available / GIB, 2),
-        "nofile_soft": soft,
-        "nofile_hard": hard,
-        "shm_gib": _disk_gib("/dev/shm"),
-        "disk_free_gib": _disk_gib(_existing_parent(Path(model_path))) if model_path else None,
-        "infiniband": sorted(os.listdir("/sys/class/infiniband")) if os.path.isdir("/sys/class/infiniband") else [],
-    }
-    if port is not None:
-        facts["port"] = port_facts(host, port)
-    return facts
+    return HostFacts(
+        hostname=socket.gethostname(),
+        cpus=os.cpu_count(),
+        ram_total_gib=round(vm.total / GIB, 2),
+        ram_available_gib=round(vm.available / GIB, 2),
+        nofile_soft=soft,
+        nofile_hard=hard,
+        shm_gib=_disk_gib("/dev/shm"),
+        disk_free_gib=_disk_gib(_existing_parent(Path(model_path))) if model_path else None,
+        infiniband=sorted(os.listdir("/sys/class/infiniband")) if os.path.isdir("/sys/class/infiniband") else [],
+        port=port_facts(host, port) if port is not None else None,
+    )
 
 
 def _existing_parent(path: Path) -> Path:
@@ -40,31 +77,28 @@ def _existing_parent(path: Path) -> Path:
     return path
 
 
-def _disk_gib(path: str | Path) -> dict[str, float] | None:
+def _disk_gib(path: str | Path) -> Disk | None:
     try:
         usage = shutil.disk_usage(path)
     except OSError:
         return None
-    return {"path": str(path), "total": round(usage.total / GIB, 2), "free": round(usage.free / GIB, 2)}
+    return Disk(path=str(path), total=round(usage.total / GIB, 2), free=round(usage.free / GIB, 2))
 
 
-def port_facts(host: str, port: int) -> dict[str, Any]:
+def port_facts(host: str, port: int) -> PortFacts:
     """Whether the port can be bound, and if not, which process listens on it."""
     bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host
     family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         try:
             s.bind((bind_host, port))
-            return {"port": port, "host": host, "free": True}
+            return PortFacts(port=port, host=host, free=True)
         except OSError as e:
-            result: dict[str, Any] = {"port": port, "host": host, "free": False, "error": e.strerror}
-    holder = port_holder(port)
-    if holder:
-        result["holder"] = holder
-    return result
+            error = e.strerror
+    return PortFacts(port=port, host=host, free=False, error=error, holder=port_holder(port))
 
 
-def port_holder(port: int) -> dict[str, Any] | None:
+def port_holder(port: int) -> PortHolder | None:
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, PermissionError):
@@ -73,7 +107,7 @@ def port_holder(port: int) -> dict[str, Any] | None:
         if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
             try:
                 proc = psutil.Process(c.pid)
-                return {"pid": c.pid, "name": proc.name(), "cmdline": " ".join(proc.cmdline())[:300]}
+                return PortHolder(pid=c.pid, name=proc.name(), cmdline=" ".join(proc.cmdline())[:300])
             except psutil.Error:
-                return {"pid": c.pid}
+                return PortHolder(pid=c.pid)
     return None

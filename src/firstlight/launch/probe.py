@@ -9,7 +9,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from firstlight.benchmark import endpoint
+
 PROMPT = "Hello"
+KIND = "completions"  # the endpoint every engine serves (some serve no other)
 
 
 @dataclass
@@ -31,24 +34,17 @@ def check_health(client: httpx.Client, url: str, path: str) -> ProbeResult:
 
 
 def generate_one_token(client: httpx.Client, url: str, model: str, timeout: float) -> ProbeResult:
-    """One real token through the streaming API, the path every engine serves (some serve no other)."""
-    body = {
-        "model": model,
-        "prompt": PROMPT,
-        "max_tokens": 1,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    """One real token through the streaming API, asked as the benchmark asks (one token needs no per-chunk
+    usage counts)."""
+    body = endpoint.request_body(KIND, model, PROMPT, 1, usage_per_chunk=False, temperature=0)
+    path = endpoint.path(KIND)
     t0 = time.monotonic()
     text, tokens = "", None
     try:
-        with client.stream("POST", url + "/v1/completions", json=body, timeout=timeout) as r:
+        with client.stream("POST", url + path, json=body, timeout=timeout) as r:
             if r.status_code != 200:
                 detail = r.read().decode("utf-8", "replace")[:300]
-                return ProbeResult(
-                    False, "generate", f"/v1/completions answered {r.status_code}: {detail}", r.status_code
-                )
+                return ProbeResult(False, "generate", f"{path} answered {r.status_code}: {detail}", r.status_code)
             for line in r.iter_lines():
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue

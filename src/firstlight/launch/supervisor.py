@@ -9,11 +9,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
-from firstlight.deployment import Deployment
-from firstlight.engines.base import EngineAdapter
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
+    from firstlight.engines import EngineAdapter
 
 
 @dataclass
@@ -36,7 +38,7 @@ def engine_env(dep: Deployment, adapter: EngineAdapter) -> dict[str, str]:
 
 
 def start_engine(dep: Deployment, adapter: EngineAdapter, log_path: Path) -> Started:
-    argv = adapter.build_argv(dep)
+    argv = adapter.argv(dep)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab", buffering=0) as log:
         proc = subprocess.Popen(

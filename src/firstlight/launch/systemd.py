@@ -8,22 +8,16 @@ the diagnosis and `firstlight logs` work as with the embedded supervisor; the un
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from firstlight.deployment import Deployment
-from firstlight.render import render
-from firstlight.render.common import unit_name
-from firstlight.render.systemd import env_file, env_file_path
+from firstlight.errors import SystemdUnavailable
+from firstlight.rendering.common import unit_name
 
 UNIT_DIR = Path("/etc/systemd/system")
-
-
-class SystemdUnavailable(RuntimeError):
-    """systemd is not the init system here (a container, CI): the message says what to use instead."""
 
 
 def systemd_running() -> bool:
@@ -46,20 +40,17 @@ class Unit:
 
 def install(dep: Deployment, source: str) -> Unit:
     """Write the unit (and the secrets file, 0600), reload systemd, and start the unit without waiting."""
+    from firstlight.rendering import render  # the unit is only rendered when one is installed
+
     require_systemd()
-    text, r = render(dep, source, "systemd")
-    path = UNIT_DIR / f"{r.unit_name}.service"
-    path.write_text(text)
-    if r.secrets:
-        env_path = Path(env_file_path(r))
-        env_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(env_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(env_file(r))
+    unit = render(dep, "systemd", source=source)
+    name = unit.rendering.unit_name
+    path = UNIT_DIR / f"{name}.service"
+    unit.write(path, Path(unit.env_install_path))  # the unit reads its secrets from /etc/firstlight/<unit>.env
     _systemctl("daemon-reload")
-    _systemctl("reset-failed", f"{r.unit_name}.service", check=False)
-    _systemctl("start", "--no-block", f"{r.unit_name}.service")
-    return Unit(r.unit_name, path)
+    _systemctl("reset-failed", f"{name}.service", check=False)
+    _systemctl("start", "--no-block", f"{name}.service")
+    return Unit(name, path)
 
 
 def follow_journal(unit: str, log_path: Path) -> subprocess.Popen[bytes]:

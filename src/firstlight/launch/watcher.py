@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from firstlight.deployment import Deployment
-from firstlight.diagnose import diagnose_file
+from firstlight.diagnosis import diagnose_file
 from firstlight.engines import get_engine
-from firstlight.facts.gpus import Nvml
 from firstlight.launch import systemd
-from firstlight.launch.follow import LogFollower
-from firstlight.launch.phases import PHASE_INDEX
 from firstlight.launch.probe import ProbeResult, ReadinessProber
 from firstlight.launch.supervisor import start_engine, stop_group
-from firstlight.store import Store
+from firstlight.logs import PHASE_INDEX, LogFollower
+from firstlight.nvml import Nvml
+from firstlight.store import LaunchState, Store
 
 TICK_S = 0.05
 FATAL_GRACE_S = 5.0  # after a fatal line, how long the engine gets to exit by itself
@@ -39,7 +38,7 @@ GPU_SAMPLE_READY_S = 10.0
 @dataclass
 class _State:
     phase: str = "process_start"
-    outcome: str = "starting"
+    outcome: LaunchState = LaunchState.STARTING
     last_progress: float = field(default_factory=time.monotonic)
     fatal_at: float | None = None
     fatal_line: str | None = None
@@ -65,7 +64,7 @@ class Watcher:
     def event(self, kind: str, phase: str | None = None, **data: Any) -> None:
         self.store.add_event(self.launch_id, kind, phase, **data)
 
-    def set_state(self, outcome: str, **fields: Any) -> None:
+    def set_state(self, outcome: LaunchState, **fields: Any) -> None:
         self.state.outcome = outcome
         self.store.update_launch(self.launch_id, state=outcome, **fields)
 
@@ -77,14 +76,14 @@ class Watcher:
 
     def _sample_gpus(self, stop: threading.Event) -> None:
         # every second while starting; once serving, a sample every 10 s is enough for `status`
-        while not stop.wait(GPU_SAMPLE_S if self.state.outcome != "ready" else GPU_SAMPLE_READY_S):
+        while not stop.wait(GPU_SAMPLE_S if self.state.outcome != LaunchState.READY else GPU_SAMPLE_READY_S):
             mem = self.nvml.memory()
             if mem:
                 self.inbox.put(("gpu", [m.__dict__ for m in mem]))
 
     # the loop
 
-    def run(self) -> str:
+    def run(self) -> LaunchState:
         journal = None
         if self.dep.supervisor == "systemd":
             journal, pgid = self._start_unit()
@@ -135,7 +134,7 @@ class Watcher:
         threading.Thread(target=lambda: self.inbox.put(("exit", systemd.wait_for_end(unit.name))), daemon=True).start()
         return journal, main_pid
 
-    def _loop(self, follower: LogFollower, prober: ReadinessProber, pgid: int) -> str:
+    def _loop(self, follower: LogFollower, prober: ReadinessProber, pgid: int) -> LaunchState:
         while True:
             for line_no, line in follower.read_available():
                 self._on_line(line_no, line, prober)
@@ -152,8 +151,8 @@ class Watcher:
             elif kind == "gpu":
                 self.event("gpu", self.state.phase, gpus=payload)
             self._check_deadlines(pgid)
-            if self.state.outcome == "failed":
-                return "failed"
+            if self.state.outcome == LaunchState.FAILED:
+                return LaunchState.FAILED
 
     def _on_line(self, line_no: int, line: str, prober: ReadinessProber) -> None:
         if self.adapter.ready_line and self.adapter.ready_line.search(line):
@@ -163,7 +162,7 @@ class Watcher:
             self.state.last_progress = time.monotonic()
             if self.state.stalled:
                 self.state.stalled = False
-                self.set_state("starting")
+                self.set_state(LaunchState.STARTING)
                 self.event("resumed", ev.phase)
             if ev.entered:
                 self.state.phase = ev.phase
@@ -179,7 +178,7 @@ class Watcher:
                 log_time=ev.log_time,
                 progress=ev.progress,
             )
-        if self.state.fatal_at is None and self.state.outcome != "ready" and self.adapter.is_fatal(line):
+        if self.state.fatal_at is None and self.state.outcome != LaunchState.READY and self.adapter.is_fatal(line):
             self.state.fatal_at = time.monotonic()
             self.state.fatal_line = line
             self.event("fatal_line", self.state.phase, line_no=line_no, line=line[:500])
@@ -195,7 +194,7 @@ class Watcher:
                 status=result.status,
             )
             return
-        if self.state.outcome == "ready":
+        if self.state.outcome == LaunchState.READY:
             return
         self.machine.advance("ready")
         self.state.phase = "ready"
@@ -208,15 +207,15 @@ class Watcher:
             token=result.token,
             latency_s=result.latency_s,
         )
-        self.set_state("ready")
+        self.set_state(LaunchState.READY)
 
     def _check_deadlines(self, pgid: int) -> None:
         st = self.state
         now = time.monotonic()
-        if st.fatal_at is not None and st.outcome == "starting" and now - st.fatal_at > FATAL_GRACE_S:
+        if st.fatal_at is not None and st.outcome == LaunchState.STARTING and now - st.fatal_at > FATAL_GRACE_S:
             self._fail(f"fatal error in the log: {st.fatal_line}", None, pgid)
             return
-        if st.outcome not in ("starting",) or st.stalled:
+        if st.outcome != LaunchState.STARTING or st.stalled:
             return
         allowance = self.dep.stall_allowance(st.phase)
         if allowance is not None and now - st.last_progress > allowance:
@@ -225,31 +224,33 @@ class Watcher:
                 f"stalled in {st.phase}: no progress for {now - st.last_progress:.1f} s (allowance {allowance:g} s)"
             )
             diagnosis = diagnose_file(self.log_path, self.adapter.name)
-            self.set_state("stalled", reason=reason, diagnosis=diagnosis.to_dict())
+            self.set_state(LaunchState.STALLED, reason=reason, diagnosis=diagnosis.to_dict())
             self.event("stalled", st.phase, reason=reason, allowance=allowance)
 
-    def _on_exit(self, code: int, pgid: int) -> str:
+    def _on_exit(self, code: int, pgid: int) -> LaunchState:
         self.event("exit", self.state.phase, exit_code=code)
         launch = self.store.get_launch(self.launch_id)
-        if launch is not None and launch.state == "stopped":
+        if launch is not None and launch.state == LaunchState.STOPPED:
             self.store.update_launch(self.launch_id, exit_code=code, ended=time.time())
             stop_group(pgid, grace=5)
-            return "stopped"
-        if self.state.outcome == "ready":
+            return LaunchState.STOPPED
+        if self.state.outcome == LaunchState.READY:
             self.set_state(
-                "exited",
+                LaunchState.EXITED,
                 exit_code=code,
                 ended=time.time(),
                 reason=f"the engine exited with code {code} after it was ready",
             )
             stop_group(pgid, grace=5)
-            return "exited"
+            return LaunchState.EXITED
         self._fail(f"the engine exited with code {code} during {self.state.phase}", code, pgid)
-        return "failed"
+        return LaunchState.FAILED
 
     def _fail(self, reason: str, code: int | None, pgid: int) -> None:
         diagnosis = diagnose_file(self.log_path, self.adapter.name)
-        self.set_state("failed", reason=reason, exit_code=code, ended=time.time(), diagnosis=diagnosis.to_dict())
+        self.set_state(
+            LaunchState.FAILED, reason=reason, exit_code=code, ended=time.time(), diagnosis=diagnosis.to_dict()
+        )
         self.event("failed", self.state.phase, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
         # Orphaned workers of a failed launch still hold memory (GPU memory on a GPU host): clean up.
         if self.dep.supervisor == "systemd":

@@ -1,36 +1,64 @@
-"""Preflight: every launch-killer found before the launch, each with its evidence and remedy."""
+"""Preflight: every launch-killer found before the launch, each with its evidence and remedy.
+
+The checks are pure functions `(facts, deployment, engine adapter) -> list[Finding]`; nothing in them
+touches the host. `check(spec)` observes the facts once and runs them all.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
-from firstlight.deployment import Deployment
-from firstlight.facts import SECTIONS, gather_facts
-from firstlight.preflight.checks import run_checks
-from firstlight.preflight.finding import SEVERITY_RANK, Finding
+from firstlight.deployment import Deployment, as_deployment
+from firstlight.engines import EngineAdapter, get_engine
+from firstlight.facts import SECTIONS, Facts, gather_facts, load_facts
+from firstlight.preflight.engine import check_attention_backend, check_engine_environment, check_engine_flags
+from firstlight.preflight.finding import SEVERITY_RANK, Finding, Findings
+from firstlight.preflight.gpus import check_gpu_processes, check_parallelism
+from firstlight.preflight.host import check_host
+from firstlight.preflight.memory import check_memory_fit
+from firstlight.preflight.model import check_model_files
+from firstlight.preflight.quantization import check_quantization
+
+Check = Callable[[Facts, Deployment, EngineAdapter], list[Finding]]
+
+CHECKS: tuple[Check, ...] = (
+    check_model_files,
+    check_engine_environment,
+    check_engine_flags,
+    check_gpu_processes,
+    check_parallelism,
+    check_quantization,
+    check_attention_backend,
+    check_host,
+    check_memory_fit,
+)
 
 
-def facts_for(dep: Deployment, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_checks(facts: Facts, dep: Deployment) -> Findings:
+    engine = get_engine(dep.engine)
+    return Findings(finding for check in CHECKS for finding in check(facts, dep, engine))
+
+
+def facts_for(dep: Deployment, recorded: Facts | None = None) -> Facts:
     """Facts for a spec: the recorded sections where given, observed now for the rest."""
-    recorded = recorded or {}
-    missing = [s for s in SECTIONS if s not in recorded]
+    have = recorded.sections() if recorded is not None else set()
+    missing = [s for s in SECTIONS if s not in have]
     if not missing:
+        assert recorded is not None
         return recorded
-    live = gather_facts(
-        dep.python if "software" in missing else None,
-        dep.model if "model" in missing else None,
-        dep.host,
-        dep.port if "host" in missing else None,
-    )
-    return {**{k: v for k, v in live.items() if k in missing or k == "recorded"}, **recorded}
+    live = gather_facts(dep.python, dep.model, dep.host, dep.port, dep.program, sections=missing)
+    if recorded is None:
+        return live
+    return live.model_copy(update={s: getattr(recorded, s) for s in have} | {"recorded": recorded.recorded})
 
 
-def worst(findings: list[Finding]) -> str:
-    return max((f.severity for f in findings), key=SEVERITY_RANK.__getitem__, default="ok")
+def check(spec: Deployment | Path | str, facts: Facts | Path | str | None = None) -> Findings:
+    """Every preflight finding for a spec (a Deployment or a spec file), with facts recorded in `facts` (a
+    Facts value or a `facts --save` file) where given and observed now for the rest."""
+    dep = as_deployment(spec)
+    recorded = load_facts(facts) if isinstance(facts, Path | str) else facts
+    return run_checks(facts_for(dep, recorded), dep)
 
 
-def exit_code(findings: list[Finding]) -> int:
-    return SEVERITY_RANK[worst(findings)]
-
-
-__all__ = ["Finding", "exit_code", "facts_for", "run_checks", "worst"]
+__all__ = ["CHECKS", "SEVERITY_RANK", "Finding", "Findings", "check", "facts_for", "run_checks"]

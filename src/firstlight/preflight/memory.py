@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from firstlight.deployment import Deployment
-from firstlight.preflight.finding import Finding, arg, fail, ok, warn
-from firstlight.preflight.tables import (
-    CONCURRENCY_FLAG,
-    CONTEXT_FLAG,
-    DEFAULT_MEMORY_FRACTION,
-    KV_DTYPE_FLAG,
-    MEMORY_FRACTION_FLAG,
-)
+from firstlight.engines import EngineAdapter
+from firstlight.facts import Facts, ModelConfig
+from firstlight.preflight.finding import Finding, arg, fail, ok, used_gpus, warn
 
 GIB = 1024**3
 # Activations, CUDA graphs, NCCL and allocator slack per GPU: a stated, deliberately round figure.
@@ -21,63 +15,68 @@ OVERHEAD_GIB = 2.0
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "auto": 2}
 
 
-def memory_fraction(dep: Deployment) -> float:
-    flag = MEMORY_FRACTION_FLAG.get(dep.engine)
+def memory_fraction(dep: Deployment, engine: EngineAdapter) -> float:
+    flag = engine.memory.fraction_flag
     value = arg(dep, flag) if flag else None
-    return float(value) if value is not None else DEFAULT_MEMORY_FRACTION.get(dep.engine, 0.9)
+    return float(value) if value is not None else engine.memory.default_fraction
 
 
-def kv_bytes_per_token(config: dict[str, Any], dep: Deployment) -> float | None:
+def kv_bytes_per_token(config: ModelConfig, dep: Deployment, engine: EngineAdapter) -> float | None:
     """KV bytes one token costs on one GPU: MLA keeps one latent vector per layer, replicated on every
     TP rank; MHA/GQA keep K and V per KV head, split across TP ranks (replicated when TP > KV heads)."""
-    layers = config.get("num_hidden_layers")
+    layers = config.num_hidden_layers
     if not layers:
         return None
-    kv_dtype = str(arg(dep, KV_DTYPE_FLAG.get(dep.engine, "kv-cache-dtype")) or "auto")
+    kv_dtype = str(arg(dep, engine.memory.kv_dtype_flag) or "auto")
     if kv_dtype.startswith("fp8"):
         elem = 1.0
     elif kv_dtype.startswith("fp4"):
         elem = 0.5
     else:
-        model_dtype = str(arg(dep, "dtype") or config.get("dtype") or "bfloat16").replace("torch.", "")
+        model_dtype = str(arg(dep, "dtype") or config.dtype or "bfloat16").replace("torch.", "")
         elem = DTYPE_BYTES.get(model_dtype, 2)
     layers_per_gpu = math.ceil(layers / dep.parallel.pp)
-    if config.get("attention") == "MLA":
-        latent = (config.get("kv_lora_rank") or 0) + (config.get("qk_rope_head_dim") or 0)
+    if config.attention == "MLA":
+        latent = (config.kv_lora_rank or 0) + (config.qk_rope_head_dim or 0)
         return layers_per_gpu * latent * elem
-    kv_heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
-    head_dim = config.get("head_dim")
+    kv_heads = config.num_key_value_heads or config.num_attention_heads
+    head_dim = config.head_dim
     if not kv_heads or not head_dim:
         return None
     heads_per_gpu = math.ceil(kv_heads / dep.parallel.tp)
     return 2 * layers_per_gpu * heads_per_gpu * head_dim * elem
 
 
-def check_memory_fit(facts: dict[str, Any], dep: Deployment, gpus: list[dict[str, Any]]) -> Finding:
-    model = facts.get("model", {})
-    config = model.get("config") or {}
+def check_memory_fit(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    return [_memory_fit(facts, dep, engine)]
+
+
+def _memory_fit(facts: Facts, dep: Deployment, engine: EngineAdapter) -> Finding:
+    gpus = used_gpus(facts, dep)
+    config = (facts.model.config if facts.model else None) or ModelConfig()
     if not gpus:
         return ok("memory_fit", "no GPU to fit: skipped (a CPU engine sizes its KV cache from host memory)")
-    weights = (model.get("weights") or {}).get("bytes") or 0
+    weights = facts.model.weights.bytes if facts.model else 0
     if not weights:
         return warn("memory_fit", "no safetensors weights to size", "Check the model directory's weights.")
     shards = dep.parallel.tp * dep.parallel.pp
     weights_gib = weights / GIB / shards
-    per_token = kv_bytes_per_token(config, dep)
+    per_token = kv_bytes_per_token(config, dep, engine)
+    flags = engine.memory
     context = int(
-        arg(dep, CONTEXT_FLAG.get(dep.engine, "max-model-len")) or config.get("max_position_embeddings") or 4096
+        (arg(dep, flags.context_flag) if flags.context_flag else None) or config.max_position_embeddings or 4096
     )
-    concurrency = int(arg(dep, CONCURRENCY_FLAG.get(dep.engine, "max-num-seqs")) or 1)
-    fraction = memory_fraction(dep)
-    gpu = min(gpus, key=lambda g: g["memory"]["total_gib"])
-    budget = gpu["memory"]["total_gib"] * fraction
+    concurrency = int((arg(dep, flags.concurrency_flag) if flags.concurrency_flag else None) or 1)
+    fraction = memory_fraction(dep, engine)
+    gpu = min(gpus, key=lambda g: g.memory.total_gib)
+    budget = gpu.memory.total_gib * fraction
     kv_one = (per_token or 0) * context / GIB
     need = weights_gib + OVERHEAD_GIB + kv_one
     capacity = int((budget - weights_gib - OVERHEAD_GIB) * GIB / per_token) if per_token else None
     arithmetic = (
         f"weights {weights / GIB:.1f} GiB / {shards} GPU(s) = {weights_gib:.2f} GiB; KV "
         f"{(per_token or 0) / 1024:.1f} KiB/token x {context} tokens = {kv_one:.2f} GiB; overhead {OVERHEAD_GIB:.1f} "
-        f"GiB; need {need:.2f} GiB of {gpu['memory']['total_gib']:.1f} GiB x {fraction} = {budget:.2f} GiB"
+        f"GiB; need {need:.2f} GiB of {gpu.memory.total_gib:.1f} GiB x {fraction} = {budget:.2f} GiB"
     )
     evidence = {
         "weights_gib_per_gpu": round(weights_gib, 3),
@@ -90,7 +89,7 @@ def check_memory_fit(facts: dict[str, Any], dep: Deployment, gpus: list[dict[str
         "kv_capacity_tokens": capacity,
         "arithmetic": arithmetic,
     }
-    flag = MEMORY_FRACTION_FLAG.get(dep.engine, "memory fraction")
+    flag = flags.fraction_flag or "memory fraction"
     if need > budget:
         return fail(
             "memory_fit",

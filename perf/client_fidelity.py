@@ -1,0 +1,260 @@
+"""How close do benchmark clients come to the truth? firstlight bench and `vllm bench serve` against a server
+whose timing is known, in the same run.
+
+Usage: python perf/client_fidelity.py [--levels 1,64,256,1024] [--big 4096] [--no-vllm]
+
+The reference server (firstlight.testing.refserver: TTFT 50 ms, one token every 10 ms, 128 tokens) is
+pinned to core 0 and each client to core 1 (taskset). For every level the server's own record of
+when it wrote each event is the truth; printed per tool: TTFT p50/p99, ITL p50/p99 and TPOT p50
+against the truth, and output throughput against the ideal (C x 128 tokens per TTFT + 127 ITL). The --big level uses
+a 40 ms ITL. Targets (issue 7): TTFT p50 within max(5%, 0.5 ms), ITL p50 within 5%, ITL p99 within
+2 ms, >= 99% of the ideal throughput up to C=1024; TTFT p50 within 10% and >= 97% at C=4096.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from firstlight.testing import refserver
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE = ROOT / ".venv-engine" / "bin"
+TOKENS = 128
+TTFT_MS = 50.0
+
+
+def pin(core: int) -> list[str]:
+    return ["taskset", "-c", str(core)] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def start_server(port: int, itl: float) -> subprocess.Popen:
+    return refserver.start_process(port, TTFT_MS, itl, prefix=pin(0))
+
+
+def truth(port: int) -> dict:
+    return httpx.get(f"http://127.0.0.1:{port}/truth", timeout=30).json()
+
+
+def requests_for(c: int) -> int:
+    return max(2 * c, 10)
+
+
+def run_firstlight(port: int, c: int, tmp: Path) -> dict:
+    out = tmp / f"fl-{c}.json"
+    subprocess.run(
+        [
+            *pin(1),
+            sys.executable,
+            "-m",
+            "firstlight",
+            "bench",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "ref",
+            "--concurrency",
+            str(c),
+            "--num-requests",
+            str(requests_for(c)),
+            "--output-len",
+            str(TOKENS),
+            "--input-len",
+            "32",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+            "--store",
+            str(tmp / "fl.db"),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    lv = json.loads(out.read_text())["levels"][0]
+    return {
+        "ttft": lv["ttft_ms"],
+        "itl": lv["itl_ms"],
+        "tpot": lv["tpot_ms"],
+        "tok_s": lv["output_throughput_tok_s"],
+        "client": lv["client"],
+    }
+
+
+def run_vllm(port: int, c: int, tmp: Path) -> dict | None:
+    vllm = ENGINE / "vllm"
+    if not vllm.exists():
+        return None
+    out = tmp / f"vllm-{c}.json"
+    res = subprocess.run(
+        [
+            *pin(1),
+            str(vllm),
+            "bench",
+            "serve",
+            "--backend",
+            "openai",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "ref",
+            "--tokenizer",
+            str(ROOT / "models" / "tiny-llama"),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            str(TOKENS),
+            "--ignore-eos",
+            "--num-prompts",
+            str(requests_for(c)),
+            "--max-concurrency",
+            str(c),
+            "--percentile-metrics",
+            "ttft,tpot,itl",
+            "--metric-percentiles",
+            "50,99",
+            "--save-result",
+            "--result-dir",
+            str(tmp),
+            "--result-filename",
+            out.name,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if res.returncode != 0 or not out.exists():
+        print(f"  vllm bench serve failed: {res.stderr.strip()[-300:]}")
+        return None
+    d = json.loads(out.read_text())
+    return {
+        "ttft": {"p50": d["median_ttft_ms"], "p99": d["p99_ttft_ms"]},
+        "itl": {"p50": d["median_itl_ms"], "p99": d["p99_itl_ms"]},
+        "tpot": {"p50": d["median_tpot_ms"]},
+        "tok_s": d["output_throughput"],
+    }
+
+
+def client_own_error(port: int, c: int) -> dict[str, float]:
+    """The same client code, in this process, reading the server's X-Arrival header (when it read each
+    request, on the shared monotonic clock): splits firstlight's TTFT into the time the request waited
+    to be read by the server, and the rest, whose difference from the server's own TTFT is the client's
+    error. The reference server is Python: at high concurrency its intake, not the client, adds delay."""
+    import asyncio
+
+    import numpy as np
+    import uvloop
+
+    from firstlight.benchmark import endpoint
+    from firstlight.benchmark.client import ConnectionPool, StreamConnection, Target
+    from firstlight.records import RequestRecord
+
+    arrivals: dict[int, float] = {}
+
+    def on_header(self: StreamConnection, name: bytes, value: bytes) -> None:
+        if name.lower() == b"x-arrival" and self._record is not None:
+            arrivals[id(self._record)] = float(value)
+
+    StreamConnection.on_header = on_header  # type: ignore[attr-defined]
+    body = endpoint.encode(endpoint.request_body("completions", "ref", "hi " * 30, TOKENS))  # as `bench` sends
+
+    async def go() -> list[RequestRecord]:
+        pool = ConnectionPool(Target.from_url(f"http://127.0.0.1:{port}", endpoint.path("completions")))
+        recs: list[RequestRecord] = []
+        todo = iter(range(requests_for(c)))
+
+        async def worker() -> None:
+            for i in todo:
+                r = RequestRecord(i, time.perf_counter())
+                await pool.send(r, body, 120)
+                recs.append(r)
+
+        await asyncio.gather(*(worker() for _ in range(c)))
+        return recs
+
+    recs = uvloop.run(go())
+    del StreamConnection.on_header  # type: ignore[attr-defined]
+    intake = np.array([arrivals[id(r)] - r.sent for r in recs if id(r) in arrivals]) * 1000
+    rest = np.array([r.chunks[0] - arrivals[id(r)] for r in recs if id(r) in arrivals and r.chunks]) * 1000
+    return {
+        "intake_p50": float(np.median(intake)),
+        "rest_p50": float(np.median(rest)),
+        "rest_p99": float(np.percentile(rest, 99)),
+    }
+
+
+def line(name: str, got: dict, t: dict, ideal: float) -> str:
+    return (
+        f"  {name:<18} TTFT p50 {got['ttft']['p50']:8.2f} ({got['ttft']['p50'] - t['ttft_ms']['p50']:+7.2f})  "
+        f"p99 {got['ttft']['p99']:8.2f} ({got['ttft']['p99'] - t['ttft_ms']['p99']:+7.2f})  "
+        f"ITL p50 {got['itl']['p50']:6.2f} ({got['itl']['p50'] - t['itl_ms']['p50']:+6.2f})  "
+        f"p99 {got['itl']['p99']:6.2f} ({got['itl']['p99'] - t['itl_ms']['p99']:+6.2f})  "
+        f"TPOT p50 {got['tpot']['p50']:6.2f} ({got['tpot']['p50'] - t['tpot_ms']['p50']:+6.2f})  "
+        f"tok/s {got['tok_s']:9.0f} = {100 * got['tok_s'] / ideal:5.1f}% of ideal"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--levels", default="1,64,256,1024")
+    parser.add_argument("--big", type=int, default=4096, help="a last level at 40 ms ITL (0 to skip)")
+    parser.add_argument("--no-vllm", action="store_true")
+    args = parser.parse_args()
+    plan = [(int(c), 10.0) for c in args.levels.split(",")] + ([(args.big, 40.0)] if args.big else [])
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for c, itl in plan:
+            port = 18000 + c
+            server = start_server(port, itl)
+            try:
+                ideal = c * TOKENS / ((TTFT_MS + (TOKENS - 1) * itl) / 1000)
+                print(f"C={c}, ITL {itl:g} ms, {requests_for(c)} requests (ideal {ideal:,.0f} tok/s)", flush=True)
+                results = []
+                for name, fn in (("firstlight bench", run_firstlight), ("vllm bench serve", run_vllm)):
+                    if name.startswith("vllm") and args.no_vllm:
+                        continue
+                    truth(port)  # reset
+                    got = fn(port, c, tmp)
+                    t = truth(port)
+                    if got is None:
+                        continue
+                    results.append(line(name, got, t, ideal))
+                    print(
+                        f"  truth              TTFT p50 {t['ttft_ms']['p50']:8.2f}  p99 {t['ttft_ms']['p99']:8.2f}  "
+                        f"ITL p50 {t['itl_ms']['p50']:6.2f}  p99 {t['itl_ms']['p99']:6.2f}  TPOT p50 "
+                        f"{t['tpot_ms']['p50']:6.2f}  server lateness p99 {t['lateness_ms']['p99']:.2f} ms"
+                    )
+                    print(results[-1], flush=True)
+                    if "client" in got:
+                        own = client_own_error(port, c)
+                        t = truth(port)
+                        print(
+                            f"  split of firstlight's TTFT: waiting for the server to read the request p50 "
+                            f"{own['intake_p50']:.2f} ms; read → first token p50 {own['rest_p50']:.2f} "
+                            f"({own['rest_p50'] - t['ttft_ms']['p50']:+.2f} vs the server's TTFT), "
+                            f"p99 {own['rest_p99']:.2f} ({own['rest_p99'] - t['ttft_ms']['p99']:+.2f})"
+                        )
+                        print(
+                            f"  firstlight's own view: loop lag p99 {got['client']['loop_lag_p99_ms']:.1f} ms, CPU "
+                            f"{got['client']['cpu_pct']:.0f}%, client_limited={got['client']['client_limited']}"
+                        )
+            finally:
+                server.kill()
+                server.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""One load level, start to end: the requests still missing, the schedule, the client's own health, the
+server's speculative-decoding counters before and after, and the summary stored with the level.
+
+A level that ends early (a dead server, a run of failures, Ctrl-C) is stored as incomplete with every
+request it finished, so `--resume` sends only the missing ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from firstlight.benchmark import schedule, specdecode
+from firstlight.benchmark.client import ConnectionPool
+from firstlight.benchmark.config import BenchConfig, LevelSpec
+from firstlight.benchmark.health import ClientWatch
+from firstlight.benchmark.metrics import summarise
+from firstlight.benchmark.recorder import RecordWriter
+from firstlight.errors import BenchAborted
+from firstlight.records import RequestRecord
+from firstlight.store import Store
+
+WARMUP_INDEX = -1  # the warm-up is stored as a level of its own, never summarised with the others
+TICK_S = 0.25
+
+
+@dataclass
+class LevelState:
+    """What the live view shows while a level runs."""
+
+    index: int
+    concurrency: int | None
+    rate: float | None
+    total: int
+    done: int = 0
+    failed: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    warmup: bool = False
+
+
+ProgressFn = Callable[[LevelState], None]
+
+
+@dataclass
+class RunContext:
+    """What every level of one run shares: where results go, how requests are sent, who is told."""
+
+    cfg: BenchConfig
+    store: Store
+    run_id: int
+    pool: ConnectionPool
+    bodies: list[bytes]  # every request body, encoded before the run
+    writer: RecordWriter
+    progress: ProgressFn
+
+
+class LevelRunner:
+    """Sends one level's requests and counts them; stops the level when the server is gone."""
+
+    def __init__(self, ctx: RunContext, level_id: int, state: LevelState) -> None:
+        self.ctx, self.level_id, self.state = ctx, level_id, state
+        self.consecutive_failures = 0
+        self.abort_reason: str | None = None
+        self.stop = asyncio.Event()
+
+    async def one(self, index: int, scheduled: float) -> None:
+        rec = RequestRecord(index, scheduled, warmup=self.state.warmup)
+        bodies = self.ctx.bodies
+        try:
+            await self.ctx.pool.send(rec, bodies[index % len(bodies)], self.ctx.cfg.timeout)
+        except asyncio.CancelledError:
+            rec.error_kind, rec.error = "cancelled", "the run was interrupted before this request finished"
+            rec.done = time.perf_counter()
+            self.ctx.writer.put(self.level_id, rec)
+            raise
+        self.ctx.writer.put(self.level_id, rec)
+        self.state.done += 1
+        if rec.ok:
+            self.state.tokens += rec.output_tokens
+            self.consecutive_failures = 0
+            return
+        self.state.failed += 1
+        self.consecutive_failures += 1
+        if rec.error_kind == "connection_refused":
+            self.abort(f"the server refused connections ({rec.error}): it is down")
+        elif self.consecutive_failures >= max(10, (self.state.concurrency or 1)):
+            self.abort(
+                f"{self.consecutive_failures} requests failed in a row, the last with {rec.error_kind}: {rec.error}"
+            )
+
+    def abort(self, reason: str) -> None:
+        if self.abort_reason is None:
+            self.abort_reason = reason
+        self.stop.set()
+
+
+async def warm_up(ctx: RunContext) -> None:
+    """A few requests before the first level, stored but not measured; raises BenchAborted when they fail."""
+    cfg = ctx.cfg
+    level_id = ctx.store.add_level(ctx.run_id, WARMUP_INDEX, None, None)
+    state = LevelState(WARMUP_INDEX, None, None, cfg.warmup, warmup=True)
+    runner = LevelRunner(ctx, level_id, state)
+    first = cfg.levels()[0].concurrency or 1
+    n = len(ctx.bodies)
+    indices = list(range(n - cfg.warmup, n))  # prompts of their own: no cache reuse later
+    await schedule.closed_loop(runner.one, indices, min(first, cfg.warmup), runner.stop, None)
+    ctx.progress(state)
+    ctx.store.update_level(level_id, state="warmup", ended=time.time())
+    if runner.abort_reason:
+        raise BenchAborted(f"warm-up failed: {runner.abort_reason}")
+
+
+async def run_level(ctx: RunContext, level: LevelSpec, previous: dict[str, Any] | None) -> str | None:
+    """Run one level to the end (or, resumed, only its missing requests); returns why it stopped early,
+    or None."""
+    cfg, store = ctx.cfg, ctx.store
+    n = cfg.requests_for(level)
+    if previous is not None:
+        level_id = previous["id"]
+        finished = {rec.index for rec in store.requests(level_id) if rec.ok}
+        store.update_level(level_id, state="running", reason=None)
+    else:
+        level_id = store.add_level(ctx.run_id, level.index, level.concurrency, level.rate)
+        finished = set()
+    indices = [i for i in range(n) if i not in finished]
+    state = LevelState(level.index, level.concurrency, level.rate, len(indices))
+    runner = LevelRunner(ctx, level_id, state)
+    before = await asyncio.to_thread(specdecode.scrape, cfg.url)
+    if await ctx.pool.prewarm(min(level.concurrency or 64, len(indices), 4096)):
+        await asyncio.sleep(0.2)  # connected is not yet accepted: let the server take them before the load
+    watch, ticking = ClientWatch(), asyncio.Event()
+    watch.start()
+    ticker = asyncio.create_task(_tick(ctx.progress, state, ticking))
+    deadline = time.perf_counter() + cfg.duration if cfg.duration else None
+    try:
+        if level.rate is not None:
+            offsets = schedule.arrivals(cfg.arrival, level.rate, cfg.seed + level.index)
+            await schedule.open_loop(runner.one, indices, offsets, level.concurrency, runner.stop, deadline)
+        else:
+            await schedule.closed_loop(runner.one, indices, level.concurrency or 1, runner.stop, deadline)
+    except asyncio.CancelledError:
+        _finish(ctx, level_id, level, None, watch.health(), "incomplete", "interrupted")
+        raise
+    finally:
+        ticking.set()
+        await watch.stop()
+        await asyncio.gather(ticker, return_exceptions=True)
+    health = watch.health()
+    after = await asyncio.to_thread(specdecode.scrape, cfg.url) if runner.abort_reason is None else None
+    spec = specdecode.acceptance(before, after)
+    ctx.progress(state)
+    state_name = "complete" if runner.abort_reason is None else "incomplete"
+    _finish(ctx, level_id, level, spec, health, state_name, runner.abort_reason)
+    return runner.abort_reason
+
+
+def _finish(
+    ctx: RunContext,
+    level_id: int,
+    level: LevelSpec,
+    spec: dict[str, Any] | None,
+    health: dict[str, Any],
+    state: str,
+    reason: str | None,
+) -> None:
+    """Summarise the level from what the store holds (a resumed level: both parts) and store the summary."""
+    ctx.writer.flush()
+    summary = summarise(ctx.store.requests(level_id), ctx.cfg.slo, rate_mode=level.rate is not None)
+    ctx.store.update_level(
+        level_id, state=state, ended=time.time(), summary=summary, spec_decode=spec, client=health, reason=reason
+    )
+
+
+async def _tick(progress: ProgressFn, state: LevelState, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        progress(state)
+        with contextlib.suppress(asyncio.TimeoutError):  # not the builtin TimeoutError before 3.11
+            await asyncio.wait_for(stop.wait(), TICK_S)

@@ -1,0 +1,62 @@
+"""What a diagnosis says: the outcome of a log, the phases it reached, and why it failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Diagnosis:
+    category: str
+    root_cause_line: str
+    line: int
+    evidence: list[str]
+    remedy: str
+    confidence: float
+    signature: str | None = None
+    repeats: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "root_cause_line": self.root_cause_line,
+            "line": self.line,
+            "evidence": self.evidence,
+            "remedy": self.remedy,
+            "confidence": round(self.confidence, 2),
+            "signature": self.signature,
+            "repeats": self.repeats,
+        }
+
+
+@dataclass
+class PhaseSeen:
+    phase: str
+    line: int
+    log_time: str | None
+
+
+@dataclass
+class Report:
+    outcome: str  # ready | failed | not_ready
+    engine: str
+    phases: list[PhaseSeen]
+    diagnosis: Diagnosis | None
+    lines: int = 0
+    wrappers: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def last_phase(self) -> str:
+        return self.phases[-1].phase if self.phases else "process_start"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "engine": self.engine,
+            "phases": [p.phase for p in self.phases],
+            "last_phase": self.last_phase,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
+            "phase_lines": [{"phase": p.phase, "line": p.line, "log_time": p.log_time} for p in self.phases],
+            "lines": self.lines,
+        }

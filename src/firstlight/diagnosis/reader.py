@@ -1,0 +1,159 @@
+"""Reading a whole log, in one pass and bounded memory: which engine wrote it, the phases it reached,
+and, when it did not reach ready, the root cause (rootcause.py) or where it hung.
+
+The same code serves `firstlight diagnose LOGFILE` and the watcher the moment a launch fails.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report
+from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
+from firstlight.engines import ENGINES, EngineAdapter
+from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines
+
+DETECT_LINES = 2000
+
+# What usually hangs after each phase, for a log that stops without an error.
+HANG_HINTS: dict[str, str] = {
+    "process_start": "The engine never reached distributed init: imports, a download from a hub (is the model "
+    "path local and HF_HUB_OFFLINE=1 set?), or a compile step. Dump the stacks with "
+    "`py-spy dump --pid <pid>`.",
+    "distributed_init": "Ranks that start distributed init but never load weights are waiting for each other: "
+    "NCCL P2P or network set-up (try NCCL_DEBUG=INFO, and NCCL_P2P_DISABLE=1 on PCIe boxes "
+    "with broken P2P), a wrong --dist-init-addr, or a node that was not started.",
+    "weights_loading": "Weights load slowly from a network filesystem or a hub, or a rank died while others wait. "
+    "Put the weights on local disk, pre-download them, and check every rank's log for an error.",
+    "weights_loaded": "After loading, the engine profiles memory: a hang here is usually a collective waiting "
+    "for a rank that died. Check every rank's log.",
+    "kv_cache_allocated": "Torch compile or kernel JIT can take many minutes on a first start; otherwise a rank "
+    "is stuck. Check for compiler processes and every rank's log.",
+    "cuda_graph_capture": "CUDA-graph capture hangs on broken NCCL/custom all-reduce or a huge batch list: try "
+    "--disable-custom-all-reduce, fewer capture sizes, or disabling graphs to confirm.",
+    "cuda_graph_done": "The server should start listening next: a rank that stopped reporting holds it back.",
+    "http_listening": "The HTTP server is up but not ready: the warm-up request did not finish. Check that a "
+    "generation works (`curl /v1/completions`) and the engine's log after the first request.",
+    "warmup_done": "Warm-up finished but readiness never followed: check /health and the generation probe.",
+}
+
+GENERIC_REMEDY = (
+    "No known signature matched. Read the root-cause line and the lines before it; "
+    "`firstlight diagnose --json` gives the evidence for a bug report."
+)
+
+
+def detect_engine(lines: Iterable[str]) -> str:
+    scores = dict.fromkeys(ENGINES, 0)
+    for line in lines:
+        for name, adapter in ENGINES.items():
+            if any(p.search(line) for p in adapter.fingerprints):
+                scores[name] += 1
+    best = max(scores, key=lambda n: scores[n])
+    return best if scores[best] > 0 else "unknown"
+
+
+def _union_machine() -> PhaseMachine:
+    """For a log of unknown origin: every engine's phase lines."""
+    rules = tuple(r for a in ENGINES.values() for r in a.phases)
+    ready = tuple(a.ready_line for a in ENGINES.values() if a.ready_line is not None)
+
+    progress = tuple(p for a in ENGINES.values() for p in a.progress)
+    return PhaseMachine((*rules, *(PhaseRule("ready", r) for r in ready)), progress)
+
+
+def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") -> Report:
+    """Diagnose a log given as (line number, text) segments, in one pass and bounded memory."""
+    it = iter(segments)
+    head: list[tuple[int, str]] = []
+    if engine in ("auto", "", None):
+        for seg in it:
+            head.append(seg)
+            if len(head) >= DETECT_LINES:
+                break
+        engine = detect_engine(text for _, text in head)
+    adapter: EngineAdapter | None = ENGINES.get(engine)
+    machine = adapter.machine(offline=True) if adapter else _union_machine()
+    finder = RootCauseFinder()
+    phases = [PhaseSeen("process_start", 1, None)]
+    last_event_line: tuple[int, str] | None = None
+    last_line: tuple[int, str] | None = None
+    count = 0
+    for line_no, text in _chain(head, it):
+        count += 1
+        last_line = (line_no, text)
+        shape = fold_digits(text)
+        ev = machine.feed(text, line_no, shape)
+        if ev is not None:
+            last_event_line = (line_no, text)
+            if ev.entered:
+                phases.append(PhaseSeen(ev.phase, line_no, ev.log_time))
+        finder.feed(line_no, text, shape)
+    return _conclude(engine, adapter, phases, finder, last_event_line or last_line, count)
+
+
+def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    yield from head
+    yield from rest
+
+
+def _conclude(
+    engine: str,
+    adapter: EngineAdapter | None,
+    phases: list[PhaseSeen],
+    finder: RootCauseFinder,
+    last: tuple[int, str] | None,
+    count: int,
+) -> Report:
+    if phases[-1].phase == "ready":
+        return Report("ready", engine, phases, None, count, finder.wrappers)
+    best = finder.best()
+    if finder.failed:
+        diagnosis = _from_candidate(best) if best else _from_wrapper(finder.wrappers)
+        return Report("failed", engine, phases, diagnosis, count, finder.wrappers)
+    return Report("not_ready", engine, phases, _hang(phases[-1].phase, last, adapter), count, finder.wrappers)
+
+
+def _from_candidate(c: Candidate) -> Diagnosis:
+    evidence = [*c.before, c.line, *c.after]
+    remedy = c.remedy or GENERIC_REMEDY
+    confidence = min(c.score, 0.99) if c.category != "unknown" else 0.2
+    return Diagnosis(
+        c.category,
+        c.line,
+        c.line_no,
+        [e.rstrip() for e in evidence],
+        remedy,
+        confidence,
+        c.signature.id if c.signature else None,
+        c.count,
+    )
+
+
+def _from_wrapper(wrappers: list[tuple[int, str]]) -> Diagnosis:
+    line_no, text = wrappers[0]
+    return Diagnosis("unknown", text, line_no, [text], GENERIC_REMEDY, 0.1)
+
+
+def _hang(phase: str, last: tuple[int, str] | None, adapter: EngineAdapter | None) -> Diagnosis:
+    line_no, text = last if last else (0, "")
+    engine_hint = adapter.hang_hints.get(phase, "") if adapter else ""
+    remedy = f"The log ends in phase {phase} without an error. " + " ".join(
+        h for h in (HANG_HINTS.get(phase, ""), engine_hint) if h
+    )
+    return Diagnosis("hang_timeout", text, line_no, [text] if text else [], remedy.strip(), 0.5)
+
+
+def diagnose_file(path: Path | str, engine: str = "auto") -> Report:
+    with open(path, "rb") as f:
+        return diagnose_lines(iter_lines(f), engine)
+
+
+_BINARY = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def looks_binary(head: bytes) -> bool:
+    """More than 10% control bytes (not tabs, newlines, escapes) in the first block: not a log."""
+    return bool(head) and len(_BINARY.findall(head)) > len(head) // 10

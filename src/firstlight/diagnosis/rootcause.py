@@ -1,0 +1,165 @@
+"""Root-cause extraction: every line of every rank is a possible cause; rank them, keep the best.
+
+Ranking, highest first:
+1. a specific signature (it names one cause) beats a generic exception, which beats a wrapper
+   ("EngineCore failed to start" only says that something failed before it);
+2. a line at ERROR level or a raw traceback line beats the same text logged at INFO or WARNING;
+3. among equals the earliest wins: in a chain of exceptions the first is the cause, and a rank that
+   fails first is the one that made the others fail.
+Identical lines from many ranks (after their rank, pid and time prefixes are removed) are one cause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, WRAPPERS, Signature, load_signatures
+from firstlight.logs import fold_digits
+
+EVIDENCE_BEFORE = 3
+EVIDENCE_AFTER = 2
+MAX_CANDIDATES = 5000
+VERDICT_CACHE = 100_000
+
+GENERIC_EXCEPTION = 0.3
+BARE_EXCEPTION = 0.2
+EXCEPTION_BONUS = 0.03
+QUIET_LEVEL_FACTOR = 0.5
+
+_PREFIXES = re.compile(
+    r"^[\s|]*(?:\((?:\w+)(?:[-_]\w+)* pid=\d+\)\s*)?"  # vLLM: (EngineCore_DP0 pid=123)
+    r"(?:\[rank\d+\]:\s*)?"
+    r"(?:(?:INFO|ERROR|WARNING|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*)?"
+    r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: \w+)*\]\s*)?"  # SGLang: [2025-03-10 14:17:52 TP6]
+    r"(?:\d{4}-\d\d-\d\dT[\d:.]+Z\s+\w+\s+[\w:]+:\s*)?"  # TGI: 2023-09-26T21:48:00Z ERROR target:
+)
+_QUIET_LEVEL = re.compile(
+    r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b|\s(?:INFO|WARN|WARNING|DEBUG)\s+[\w.:]+[:\]]|^\[W\d"
+)
+
+
+def normalise(line: str) -> str:
+    """The line without rank, pid and time prefixes, so the same message from 8 ranks is one key."""
+    return _PREFIXES.sub("", line).strip()
+
+
+@dataclass
+class Candidate:
+    score: float
+    line_no: int
+    line: str
+    category: str
+    signature: Signature | None
+    groups: dict[str, str | None]
+    before: list[str]
+    after: list[str] = field(default_factory=list)
+    count: int = 1
+
+    @property
+    def remedy(self) -> str:
+        if self.signature is None:
+            return ""
+        return self.signature.remedy_for(self.groups)
+
+
+class RootCauseFinder:
+    """Feed lines in order; ask for the best candidate at any time (bounded memory for any log size)."""
+
+    def __init__(self) -> None:
+        self.signatures = load_signatures()
+        self.candidates: dict[str, Candidate] = {}
+        self.wrappers: list[tuple[int, str]] = []
+        self.tracebacks = 0
+        self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
+        self._open: list[Candidate] = []  # candidates still collecting their following lines
+        self._verdicts: dict[str, str | tuple[float, Signature | None] | None] = {}
+
+    def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
+        for cand in self._open:
+            cand.after.append(line)
+        self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
+        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
+        if cand is not None:
+            self._open.append(cand)
+        self._recent.append(line)
+
+    def _candidate(self, line_no: int, line: str, shape: str) -> Candidate | None:
+        if "Traceback (most recent call last)" in line:
+            self.tracebacks += 1
+        verdict = self._classify(shape, line)
+        if verdict is None:
+            return None
+        if verdict == "wrapper":
+            if len(self.wrappers) < 50:
+                self.wrappers.append((line_no, line))
+            return None
+        key = normalise(line)
+        seen = self.candidates.get(key)
+        if seen is not None:
+            seen.count += 1
+            return None
+        score, sig = verdict
+        groups: dict[str, str | None] = {}
+        category = "unknown"
+        if sig is not None:
+            m = sig.pattern.search(line)
+            groups = m.groupdict() if m else {}
+            category = sig.category
+        if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
+            return None
+        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent))
+        self.candidates[key] = cand
+        if len(self.candidates) > MAX_CANDIDATES:
+            worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
+            del self.candidates[worst]
+        return cand
+
+    def _classify(self, shape: str, line: str) -> str | tuple[float, Signature | None] | None:
+        """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
+        messages with other numbers, so the verdict is cached by the line's shape (digits folded)."""
+        if shape in self._verdicts:
+            return self._verdicts[shape]
+        verdict = self._classify_uncached(line)
+        if len(self._verdicts) > VERDICT_CACHE:
+            self._verdicts.clear()
+        self._verdicts[shape] = verdict
+        return verdict
+
+    def _classify_uncached(self, line: str) -> str | tuple[float, Signature | None] | None:
+        if not TRIGGER.search(line):
+            return None
+        if WRAPPERS.search(line):
+            return "wrapper"
+        best: Signature | None = None
+        for sig in self.signatures:
+            if best is not None and sig.weight <= best.weight:
+                continue
+            if sig.pattern.search(line):
+                best = sig
+        exc = EXCEPTION_LINE.search(line)
+        if best is not None:
+            score = best.weight + (EXCEPTION_BONUS if exc else 0.0)
+        elif exc:
+            score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
+        else:
+            return None
+        if _QUIET_LEVEL.search(line):
+            score *= QUIET_LEVEL_FACTOR
+        return score, best
+
+    def best(self) -> Candidate | None:
+        if not self.candidates:
+            return None
+        return min(self.candidates.values(), key=lambda c: (-round(c.score, 6), c.line_no))
+
+    @property
+    def failed(self) -> bool:
+        """Whether the log shows a launch that died, rather than one that stopped printing."""
+        best = self.best()
+        if self.wrappers:
+            return True
+        if best is None:
+            return False
+        return best.score >= 0.45 or (best.category == "unknown" and self.tracebacks > 0)

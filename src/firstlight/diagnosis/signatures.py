@@ -1,0 +1,100 @@
+"""Failure signatures, loaded from signatures.yaml: data, not code."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import yaml
+
+CATEGORIES: tuple[str, ...] = (
+    "gpu_memory_imbalance",
+    "cuda_oom",
+    "insufficient_kv_cache",
+    "unsupported_quantization_format",
+    "library_version_mismatch",
+    "attention_backend_unsupported",
+    "nccl_error",
+    "port_in_use",
+    "model_arch_unsupported",
+    "trust_remote_code",
+    "missing_model_files",
+    "cuda_arch_mismatch",
+    "cuda_driver_mismatch",
+    "import_dependency_error",
+    "invalid_config",
+    "hang_timeout",
+    "hardware_unsupported",
+    "unknown",
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    category: str
+    weight: float
+    pattern: re.Pattern[str]
+    remedy: str
+
+    def remedy_for(self, groups: dict[str, str | None]) -> str:
+        return self.remedy.format_map(_Captured(groups)).strip()
+
+
+class _Captured(dict):  # type: ignore[type-arg]
+    """Template values: a group the line did not capture reads as <name>, never a KeyError."""
+
+    def __init__(self, groups: dict[str, str | None]) -> None:
+        super().__init__({k: v for k, v in groups.items() if v is not None})
+
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
+
+
+@cache
+def load_signatures() -> tuple[Signature, ...]:
+    text = resources.files("firstlight.diagnosis").joinpath("signatures.yaml").read_text()
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    out = []
+    for entry in raw:
+        if entry["category"] not in CATEGORIES:
+            raise ValueError(f"signature {entry['id']}: unknown category {entry['category']}")
+        out.append(
+            Signature(
+                entry["id"],
+                entry["category"],
+                float(entry["weight"]),
+                re.compile(entry["pattern"]),
+                " ".join(entry["remedy"].split()),
+            )
+        )
+    return tuple(out)
+
+
+# A line that could carry a cause: a cheap test that spares the signatures most of a log's noise.
+TRIGGER = re.compile(
+    r"(?i)error|exception|fail|unable|cannot|can't|couldn't|could not|not (supported|valid|enough|compatible|"
+    r"available|found|a valid|recognized)|out of memory|no module|no such|denied|refused|abort|killed|"
+    r"timed? ?out|unbalanced|insufficient|invalid|unknown|unsupported|undefined|traceback|assert|requires?|"
+    r"must|exceed|too (old|large|small)|mismatch|incompatible|sigquit|dead|in use|bind|nccl|only support|"
+    r"capability|less than|greater than|divisible|trust_remote_code|remote code|errno|illegal|what\(\)|"
+    r"does not|is not|didn't|no available|unrecognized|driver"
+)
+
+# An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`.
+EXCEPTION_LINE = re.compile(
+    r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(?P<msg>.*))?$"
+)
+
+# Lines that only say something failed elsewhere: the cause is before them.
+WRAPPERS = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed|WorkerProc failed to start|"
+    r"Scheduler hit an exception|Received sigquit from a child|scheduler (is dead|died during initialization)|"
+    r"Initialization failed\.|ShardCannotStart|Shard \d+ failed to start|Method \w+ encountered an error|"
+    r"Subprocess \S+ \(pid=\d+\) crashed|EngineDeadError|EngineCore encountered (an issue|a fatal error)|"
+    r"terminate called after throwing|Error executing method|RuntimeError: Worker failed|"
+    r"exited with (code|status)|Failed core proc|See root cause above|child failed|"
+    r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
+)

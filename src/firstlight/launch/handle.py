@@ -1,0 +1,192 @@
+"""The library's face of a launch: `up(spec)` starts one, `Launch` follows, waits for and stops it.
+
+A `Launch` reads everything from the store, so a launch started by another process (or by `up
+--detach` an hour ago) is followed the same way. The watcher process decides everything about the
+launch it can see; the one thing it cannot decide, its own death, is noticed here by whoever follows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from firstlight.errors import LaunchNotFound, PreflightFailed
+from firstlight.launch.control import StopResult, start_launch, stop_launch
+from firstlight.store import Event, LaunchRecord, LaunchState, Store
+
+# Following, listing and stopping a launch needs only the store and the process table: the spec model,
+# the engine adapters and the checks are imported where they are used, so `status`, `watch` and `down`
+# start fast.
+if TYPE_CHECKING:
+    from firstlight.deployment import Deployment
+    from firstlight.engines import EngineAdapter
+    from firstlight.facts import Facts
+    from firstlight.preflight import Findings
+
+POLL_S = 0.05
+WATCHER_CHECK_S = 1.0
+
+
+class Launch:
+    """One launch in a store: its record, its events, and the verbs `wait` and `down`."""
+
+    def __init__(self, store: Store, launch_id: int, findings: Findings | None = None) -> None:
+        self.store = store
+        self.id = launch_id
+        self.findings = findings  # the preflight's, when this process started the launch
+
+    @property
+    def record(self) -> LaunchRecord:
+        """The launch as stored now (state, phase, pids, reason, diagnosis)."""
+        record = self.store.get_launch(self.id)
+        if record is None:
+            raise LaunchNotFound(f"no launch {self.id} in {self.store.path}")
+        return record
+
+    @cached_property
+    def deployment(self) -> Deployment:
+        from firstlight.deployment import Deployment
+
+        return Deployment.model_validate(self.record.spec)
+
+    @property
+    def adapter(self) -> EngineAdapter:
+        from firstlight.engines import get_engine
+
+        return get_engine(self.deployment.engine)
+
+    @property
+    def url(self) -> str:
+        return self.record.url
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.record.log_path)
+
+    @property
+    def state(self) -> LaunchState:
+        return self.record.state
+
+    def events(self, after_id: int = 0) -> list[Event]:
+        return self.store.events(self.id, after_id=after_id)
+
+    def follow(self, until_over: bool = False, poll_s: float = POLL_S) -> Iterator[Event | None]:
+        """Every event as it is recorded, and None after each poll (so a screen can redraw). Ends once the
+        launch is decided (ready, failed, stalled, ...) or, with `until_over`, once it is over."""
+        last_id = 0
+        last_check = time.monotonic()
+        while True:
+            events = self.events(last_id)
+            yield from events
+            if events:
+                last_id = events[-1].id
+            record = self.record
+            if record.state.over or (record.state.decided and not until_over):
+                yield from self.events(last_id)  # written in the same instant as the decision
+                return
+            if time.monotonic() - last_check > WATCHER_CHECK_S:
+                last_check = time.monotonic()
+                self._notice_dead_watcher(record)
+            yield None
+            if not events:
+                time.sleep(poll_s)
+
+    def wait(self, timeout: float | None = None) -> LaunchRecord:
+        """Block until the launch is decided; return its record (its state says how it went). With a
+        timeout, return the record as it stands when the time is up."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for _ in self.follow():
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        return self.record
+
+    def down(self, grace: float = 15.0) -> StopResult:
+        """SIGTERM the engine's process group, SIGKILL after `grace`; verify nothing is left (on the GPU too)."""
+        return stop_launch(self.store, self.record, grace)
+
+    def _notice_dead_watcher(self, record: LaunchRecord) -> None:
+        if record.state in (LaunchState.STARTING, LaunchState.READY) and not _alive(record.watcher_pid):
+            self.store.update_launch(
+                record.id,
+                state=LaunchState.FAILED,
+                reason="the watcher process is gone; the engine may still run",
+            )
+
+    def __repr__(self) -> str:
+        return f"Launch({self.id}, {self.store.path})"
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return True  # the watcher has not started yet
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def up(
+    spec: Deployment | Path | str,
+    *,
+    store: Store | Path | str | None = None,
+    force: bool = False,
+    facts: Facts | Path | str | None = None,
+    supervisor: str | None = None,
+) -> Launch:
+    """Check the spec, then start it; returns at once with a `Launch` (call `.wait()` to follow it).
+
+    Raises PreflightFailed (with the findings) when a check fails, unless `force`; SystemdUnavailable
+    for `supervisor="systemd"` where systemd does not run; SpecError for a bad spec.
+    """
+    from firstlight.deployment import Deployment, as_deployment
+    from firstlight.launch import systemd
+    from firstlight.preflight import check
+
+    dep = as_deployment(spec)
+    if supervisor is not None:
+        dep = Deployment.model_validate({**dep.model_dump(), "supervisor": supervisor})
+    if dep.supervisor == "systemd":
+        systemd.require_systemd()
+    findings = check(dep, facts)
+    if findings.failures and not force:
+        raise PreflightFailed(
+            f"{len(findings.failures)} preflight check(s) failed; fix them, or launch anyway with --force", findings
+        )
+    db = Store.open(store)
+    return Launch(db, start_launch(db, dep).id, findings)
+
+
+def get_launch(launch_id: int | None = None, store: Store | Path | str | None = None) -> Launch:
+    """A launch by id, or the latest one."""
+    db = Store.open(store)
+    record = db.get_launch(launch_id) if launch_id is not None else db.latest_launch()
+    if record is None:
+        raise LaunchNotFound(
+            f"no launch {launch_id} in {db.path}" if launch_id is not None else f"no launches in {db.path}"
+        )
+    return Launch(db, record.id)
+
+
+def _handle(launch: Launch | int | None, store: Store | Path | str | None) -> Launch:
+    return launch if isinstance(launch, Launch) else get_launch(launch, store)
+
+
+def wait(
+    launch: Launch | int | None = None, timeout: float | None = None, store: Store | Path | str | None = None
+) -> LaunchRecord:
+    """Wait for a launch (a Launch, an id, or the latest) to be decided; its record says how it went."""
+    return _handle(launch, store).wait(timeout)
+
+
+def down(
+    launch: Launch | int | None = None, grace: float = 15.0, store: Store | Path | str | None = None
+) -> StopResult:
+    """Stop a launch (a Launch, an id, or the latest): its whole process group, verified gone."""
+    return _handle(launch, store).down(grace)

@@ -1,0 +1,35 @@
+"""Reading engine logs: segments split on `\\n` and `\\r`, a growing file followed, and the phase machine.
+
+Used by engines (their phase rules), launch (the live watcher) and diagnose (offline), so it sits
+below all three and imports none of them.
+"""
+
+from firstlight.logs.follow import LogFollower
+from firstlight.logs.lines import LineSplitter, fold_digits, iter_lines
+from firstlight.logs.phases import (
+    PHASE_INDEX,
+    PHASES,
+    PhaseEvent,
+    PhaseMachine,
+    PhaseRule,
+    ProgressRule,
+    log_time,
+    phase_rules,
+    progress_rules,
+)
+
+__all__ = [
+    "PHASES",
+    "PHASE_INDEX",
+    "LineSplitter",
+    "LogFollower",
+    "PhaseEvent",
+    "PhaseMachine",
+    "PhaseRule",
+    "ProgressRule",
+    "fold_digits",
+    "iter_lines",
+    "log_time",
+    "phase_rules",
+    "progress_rules",
+]

@@ -1,0 +1,151 @@
+"""The engine's own environment: it is installed, knows the spec's flags, and has a backend for this GPU."""
+
+from __future__ import annotations
+
+from firstlight.deployment import Deployment
+from firstlight.engines import EngineAdapter
+from firstlight.facts import Facts, SoftwareFacts
+from firstlight.preflight.finding import Finding, arg, arg_names, fail, ok, used_gpus, version_tuple, warn
+
+MIN_FLAGS_KNOWN = 100  # fewer flags found in the engine's source means the lookup failed: do not judge
+
+
+def check_engine_environment(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    sw = facts.software or SoftwareFacts(interpreter=str(dep.python or dep.program))
+    if sw.error:
+        where = (
+            "Set `program:` in the spec to the engine's binary (e.g. /opt/llama.cpp/build/bin/llama-server)."
+            if engine.runs_with == "program"
+            else "Set `python:` in the spec to the interpreter of the environment where the engine is installed "
+            "(e.g. /opt/venv/bin/python)."
+        )
+        return [fail("engine_env", sw.error, where, interpreter=sw.interpreter)]
+    version = sw.version_of(engine)
+    if engine.software.distributions and not version:
+        return [
+            fail(
+                "engine_env",
+                f"{engine.name} is not installed for {sw.interpreter}",
+                f"Install {engine.name} into that environment, or point `python:` at the one that has it.",
+            )
+        ]
+    out = [
+        ok(
+            "engine_env",
+            f"{engine.name} {version}"
+            + (f", torch {sw.packages.get('torch')}" if engine.runs_with == "python" else "")
+            + (f" (CUDA {sw.torch_cuda})" if sw.torch_cuda else ""),
+            packages=sw.packages,
+        )
+    ]
+    if sw.torch_cuda and not facts.gpus.gpus:
+        out.append(
+            fail(
+                "gpu_visible",
+                "the engine's torch is a CUDA build, but no GPU is visible here "
+                f"({facts.gpus.error or 'NVML found none'})",
+                "Check `nvidia-smi`, CUDA_VISIBLE_DEVICES and the container's GPU runtime (--gpus all).",
+            )
+        )
+    return out
+
+
+def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    sw = facts.software
+    known = set(sw.engine_flags.get(engine.name, [])) if sw else set()
+    version = sw.version_of(engine) if sw else None
+    deprecated = engine.software.deprecated_flags
+    out = []
+    for name in arg_names(dep):
+        if name in deprecated and version_tuple(version) >= version_tuple(deprecated[name][0]):
+            since, instead = deprecated[name]
+            out.append(
+                warn("engine_flags", f"{name} is deprecated since {engine.name} {since}", f"Use {instead}.", flag=name)
+            )
+        elif len(known) >= MIN_FLAGS_KNOWN and name not in known:
+            out.append(
+                fail(
+                    "engine_flags",
+                    f"{name} is not a flag of {engine.name} {version}",
+                    f"Remove or rename it (see `{engine.name} --help` for this version); flags are renamed "
+                    "between releases.",
+                    flag=name,
+                )
+            )
+    if not out:
+        out.append(
+            ok(
+                "engine_flags",
+                f"{len(arg_names(dep))} extra flag(s) known to {engine.name} {version}"
+                if len(known) >= MIN_FLAGS_KNOWN
+                else "engine flags not checked (flag list unavailable)",
+            )
+        )
+    return out
+
+
+def check_attention_backend(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    kind = facts.model.config.attention if facts.model and facts.model.config else "MHA"
+    gpus = used_gpus(facts, dep)
+    major = gpus[0].sm_major if gpus else None
+    if major is None:
+        return [ok("attention_backend", "no GPU: attention backends not checked")]
+    backends = engine.attention
+    if backends is None:
+        return [ok("attention_backend", f"{engine.name} chooses its own attention kernels")]
+    ladder = backends.ladder(major, kind)
+    cc = gpus[0].compute_capability
+    chosen = [(f, str(arg(dep, f))) for f in backends.flags if arg(dep, f)]
+    if backends.env and dep.env.get(backends.env):
+        chosen.append((backends.env, dep.env[backends.env]))
+    if not chosen:
+        return [
+            ok(
+                "attention_backend",
+                f"no backend set: {engine.name} picks its default for SM{cc} {kind}; "
+                f"ladder if it fails: {' → '.join(ladder)}",
+                ladder=ladder,
+                sm=cc,
+                attention=kind,
+            )
+        ]
+    out = []
+    version = facts.software.version_of(engine) if facts.software else None
+    for flag, name in chosen:
+        removed = backends.removed.get(name)
+        limits = backends.limits(name)
+        if removed and version_tuple(version) >= version_tuple(removed):
+            out.append(
+                fail(
+                    "attention_backend",
+                    f"{name} was removed in {engine.name} {removed} (installed: {version})",
+                    f"Use {flag} {ladder[0]}; ladder: {' → '.join(ladder)}.",
+                    ladder=ladder,
+                )
+            )
+        elif limits is None:
+            out.append(
+                warn(
+                    "attention_backend",
+                    f"{flag} {name}: not in firstlight's table for SM{cc} {kind}",
+                    f"If it fails, try in order: {' → '.join(ladder)}.",
+                    ladder=ladder,
+                )
+            )
+        elif (allowed := limits.get(kind)) is not None and major not in allowed:
+            where = "no architecture" if not allowed else "SM" + "/SM".join(f"{a}x" for a in sorted(allowed))
+            out.append(
+                fail(
+                    "attention_backend",
+                    f"{flag} {name} does not run {kind} attention on SM{cc} "
+                    f"({gpus[0].name}); it runs {kind} on {where}",
+                    f"Set {flag} {ladder[0]}; try in order: {' → '.join(ladder)}.",
+                    backend=name,
+                    sm=cc,
+                    attention=kind,
+                    ladder=ladder,
+                )
+            )
+        else:
+            out.append(ok("attention_backend", f"{flag} {name} runs {kind} on SM{cc}", ladder=ladder))
+    return out
