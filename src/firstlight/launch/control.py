@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from firstlight.launch.supervisor import group_members, stop_group
-from firstlight.nvml import Nvml
 from firstlight.store import LaunchRecord, LaunchState, Store
 
 if TYPE_CHECKING:
@@ -77,6 +76,8 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
         )
     store.add_event(launch.id, "down", launch.phase, pids=members)
     survivors = stop_group(launch.pgid, grace=grace)
+    from firstlight.nvml import Nvml  # only `down` asks the driver; `status` and `watch` need not load it
+
     gpu_holders: list[int] = []
     nvml = Nvml()
     if nvml.available:
