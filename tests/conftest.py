@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 ENGINE_PY = ROOT / ".venv-engine" / "bin" / "python"
 TINY_MODEL = ROOT / "models" / "tiny-llama"
+LLAMA_SERVER = ROOT / "models" / "llama-server"  # `make llama`: a link to the build in the machine's cache
+TINY_GGUF = ROOT / "models" / "tiny-llama.gguf"
 
 
 def free_port() -> int:

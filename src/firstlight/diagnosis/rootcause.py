@@ -15,7 +15,14 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, WRAPPERS, Signature, load_signatures
+from firstlight.diagnosis.signatures import (
+    EXCEPTION_LINE,
+    TRIGGER,
+    Signature,
+    error_level_lines,
+    load_signatures,
+    wrapper_lines,
+)
 from firstlight.logs import fold_digits
 
 EVIDENCE_BEFORE = 3
@@ -24,6 +31,7 @@ MAX_CANDIDATES = 5000
 VERDICT_CACHE = 100_000
 
 GENERIC_EXCEPTION = 0.3
+ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
@@ -69,6 +77,8 @@ class RootCauseFinder:
 
     def __init__(self) -> None:
         self.signatures = load_signatures()
+        self.wrappers_rx = wrapper_lines()
+        self.error_rx = error_level_lines()
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
         self.tracebacks = 0
@@ -130,7 +140,7 @@ class RootCauseFinder:
     def _classify_uncached(self, line: str) -> str | tuple[float, Signature | None] | None:
         if not TRIGGER.search(line):
             return None
-        if WRAPPERS.search(line):
+        if self.wrappers_rx.search(line):
             return "wrapper"
         best: Signature | None = None
         for sig in self.signatures:
@@ -143,6 +153,8 @@ class RootCauseFinder:
             score = best.weight + (EXCEPTION_BONUS if exc else 0.0)
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
+        elif self.error_rx is not None and self.error_rx.search(line):
+            score = ERROR_LEVEL
         else:
             return None
         if _QUIET_LEVEL.search(line):

@@ -9,6 +9,8 @@ from importlib import resources
 
 import yaml
 
+from firstlight.engines import ENGINES
+
 CATEGORIES: tuple[str, ...] = (
     "gpu_memory_imbalance",
     "cuda_oom",
@@ -88,13 +90,24 @@ EXCEPTION_LINE = re.compile(
     r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(?P<msg>.*))?$"
 )
 
-# Lines that only say something failed elsewhere: the cause is before them.
-WRAPPERS = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|WorkerProc failed to start|"
-    r"Scheduler hit an exception|Received sigquit from a child|scheduler (is dead|died during initialization)|"
-    r"Initialization failed\.|ShardCannotStart|Shard \d+ failed to start|Method \w+ encountered an error|"
-    r"Subprocess \S+ \(pid=\d+\) crashed|EngineDeadError|EngineCore encountered (an issue|a fatal error)|"
-    r"terminate called after throwing|Error executing method|RuntimeError: Worker failed|"
-    r"exited with (code|status)|Failed core proc|See root cause above|child failed|"
+# Lines that only say something failed elsewhere: the cause is before them. These are the generic ones
+# (C++ and Python runtimes, process supervision); each engine adds its own (`EngineAdapter.wrapper_lines`).
+GENERIC_WRAPPERS = (
+    r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
     r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
 )
+
+
+@cache
+def wrapper_lines() -> re.Pattern[str]:
+    """Every wrapper: the generic ones and every engine's, in one pattern (a log's engine may be unknown)."""
+    engine_wrappers = [p.pattern for a in ENGINES.values() for p in a.wrapper_lines]
+    return re.compile("|".join(f"(?:{p})" for p in (GENERIC_WRAPPERS, *engine_wrappers)))
+
+
+@cache
+def error_level_lines() -> re.Pattern[str] | None:
+    """Lines an engine writes at its error level (llama.cpp's ` E ` marker): candidates even without an
+    exception's shape."""
+    patterns = [a.error_line.pattern for a in ENGINES.values() if a.error_line is not None]
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None

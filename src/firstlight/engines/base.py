@@ -125,8 +125,12 @@ class EngineAdapter:
     # The engine's own "I can serve" line. Offline it means ready; live it only wakes the prober,
     # because ready also needs one generated token.
     ready_line: re.Pattern[str] | None = None
-    # Lines after which this launch will not come up (the wrappers that follow a root cause).
+    # Lines after which this launch will not come up: the watcher fails it if the engine lingers.
     fatal_lines: tuple[re.Pattern[str], ...] = ()
+    # Lines that only say that something failed before them (the diagnosis looks past them for the cause).
+    wrapper_lines: tuple[re.Pattern[str], ...] = ()
+    # A line the engine writes at its error level (a cause candidate even without an exception's shape).
+    error_line: re.Pattern[str] | None = None
     # Lines that identify the engine in a log of unknown origin.
     fingerprints: tuple[re.Pattern[str], ...] = ()
     # What usually hangs after a phase, said only of this engine (added to the general hint).

@@ -1,8 +1,15 @@
 """llama.cpp's own HTTP server, `llama-server` (a C++ program, not a Python package).
 
-The spec names the binary (`program:`) and a GGUF file as the model. Log strings are from the server's
-source (tools/server/) and from recorded runs (tests/data/startup/llama-server-*.log). Older builds
-print `main: server is listening on`, newer ones `llama_server: listening on`.
+The spec names the binary (`program:`) and a GGUF file as the model. Every log line goes to stderr as
+`M.SS.mmm.uuu L tag func: message` (L = I/W/E/D). Line texts are from the server's source
+(tools/server/server.cpp, server-context.cpp, common/common.cpp, src/llama-*.cpp) and from recorded
+runs (tests/data/startup/llama-server-*.log, tests/data/failures/llama-server/).
+
+At the default verbosity the loader, context and warm-up lines are hidden (library INFO counts as
+trace), so a start shows: loading model → threadpool init (the context, KV cache included, exists) →
+`initializing, n_slots` (warm-up done) → `model loaded` → `listening on`. `-lv 4` adds the weight
+buffer, KV cache and warm-up lines. The HTTP socket is bound before the model loads and answers 503
+"Loading model" until it is ready; then `/health` answers 200 (server.cpp, server-http.cpp).
 """
 
 from __future__ import annotations
@@ -10,8 +17,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from firstlight.engines.base import EngineAdapter, MemoryFlags, Software, compile_all, extra_args
-from firstlight.logs import phase_rules
+from firstlight.engines.base import (
+    EngineAdapter,
+    MemoryFlags,
+    SpecDecodeMetrics,
+    compile_all,
+    extra_args,
+)
+from firstlight.logs import phase_rules, progress_rules
 
 if TYPE_CHECKING:
     from firstlight.deployment import Deployment
@@ -37,22 +50,35 @@ LLAMA_CPP = EngineAdapter(
     build_argv=build_argv,
     runs_with="program",
     phases=phase_rules(
-        ("weights_loading", r"load_model: loading model|llama_model_loader: loaded meta data|loading model"),
         (
-            "weights_loaded",
-            r"load_tensors: .*(done|buffer size)|llama_model_load: .*done|srv\s+load_model: .*loaded",
+            "weights_loading",
+            r"load_model: loading model '|llama_model_loader: loaded meta data|load_tensors: loading model tensors",
         ),
-        ("kv_cache_allocated", r"llama_kv_cache|KV self size|llama_context: .*KV|kv_unified"),
+        ("weights_loaded", r"load_tensors: +\S+ model buffer size|llama_model_load: .*done"),
+        # the threadpool starts once the model and its context (the KV cache) exist
+        ("kv_cache_allocated", r"llama_kv_cache: +size =|KV self size|init: llama threadpool init"),
+        ("warmup_done", r"load_model: initializing, n_slots = \d+"),
         ("http_listening", r"listening on http|HTTP server (is )?listening|server is listening"),
     ),
-    ready_line=re.compile(
-        r"server is listening on|main: server is listening|all slots are idle|"
-        r"llama_server: listening on|model loaded"
+    progress=progress_rules(
+        ("kv_cache_allocated", r"warming up the model with an empty run", "warming up"),
     ),
-    fatal_lines=compile_all(r"exiting due to model loading error", r"failed to load model"),
+    ready_line=re.compile(r"llama_server: model loaded|main: model loaded|server is listening on|all slots are idle"),
+    fatal_lines=compile_all(r"exiting due to (model loading|HTTP server) error"),
+    wrapper_lines=compile_all(
+        r"exiting due to (model loading|HTTP server) error",
+        r"E \S*\s*\w+: failed to (load model|create.?context with model)",
+        r"common_fit_params: encountered an error while trying to fit params",
+    ),
+    error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),
     fingerprints=compile_all(r"\bllama_\w+:", r"\bggml_\w+", r"\bgguf\b", r"llama_server", r"\bsrv\s+\w+:"),
     metrics_prefix="llamacpp:",
-    software=Software(),
+    spec_decode=SpecDecodeMetrics(
+        accepted="llamacpp:spec_decode_num_accepted_tokens",
+        draft_tokens="llamacpp:spec_decode_num_draft_tokens",
+        drafts="llamacpp:spec_decode_num_drafts",
+        per_position="llamacpp:spec_decode_num_accepted_tokens_per_pos",
+    ),
     memory=MemoryFlags(context_flag="ctx-size", concurrency_flag="parallel", kv_dtype_flag="cache-type-k"),
     api_key_env=("LLAMA_API_KEY",),
 )

@@ -7,6 +7,9 @@ import re
 from firstlight.engines.base import EngineAdapter, compile_all
 from firstlight.logs import phase_rules
 
+# A shard that failed: the launch will not come up, and the cause is in the shard's lines before.
+TGI_SHARD_FAILED = compile_all(r"ShardCannotStart", r"Shard \d+ failed to start", r"Method \w+ encountered an error")
+
 TGI = EngineAdapter(
     name="tgi",
     phases=phase_rules(
@@ -18,7 +21,8 @@ TGI = EngineAdapter(
         ("http_listening", r"Starting HTTP server|Invalid hostname, defaulting"),
     ),
     ready_line=re.compile(r"\bConnected\b"),
-    fatal_lines=compile_all(r"ShardCannotStart", r"Shard \d+ failed to start", r"Method \w+ encountered an error"),
+    fatal_lines=TGI_SHARD_FAILED,
+    wrapper_lines=TGI_SHARD_FAILED,
     fingerprints=compile_all(r"text_generation_(launcher|router|server)", r"ShardCannotStart"),
 )
 

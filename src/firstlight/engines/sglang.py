@@ -126,6 +126,13 @@ SGLANG = EngineAdapter(
         r"Initialization failed\. (Please see|warmup error)",
         r"Subprocess \S+ \(pid=\d+\) crashed with exit code",
     ),
+    wrapper_lines=compile_all(
+        r"Scheduler hit an exception",
+        r"Received sigquit from a child",
+        r"scheduler (is dead|died during initialization)",
+        r"Initialization failed\.",
+        r"Subprocess \S+ \(pid=\d+\) crashed",
+    ),
     fingerprints=compile_all(
         r"\bsglang[./:]",
         r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)",

@@ -138,6 +138,16 @@ VLLM = EngineAdapter(
         r"WorkerProc failed to start",
         r"EngineCore encountered a fatal error",
     ),
+    wrapper_lines=compile_all(
+        r"EngineCore failed to start",
+        r"Engine core initialization failed",
+        r"WorkerProc failed to start",
+        r"EngineDeadError",
+        r"EngineCore encountered (an issue|a fatal error)",
+        r"Failed core proc",
+        r"Error executing method",
+        r"RuntimeError: Worker failed",
+    ),
     fingerprints=compile_all(
         r"\((APIServer|EngineCore(_DP\d+)?|VllmWorker[-\w]*|Worker[_\w]*|RayWorkerWrapper) pid=\d+\)",
         r"\bvllm[./]",

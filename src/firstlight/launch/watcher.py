@@ -247,14 +247,14 @@ class Watcher:
         return LaunchState.FAILED
 
     def _fail(self, reason: str, code: int | None, pgid: int) -> None:
+        decided = time.time()
         diagnosis = diagnose_file(self.log_path, self.adapter.name)
-        self.set_state(
-            LaunchState.FAILED, reason=reason, exit_code=code, ended=time.time(), diagnosis=diagnosis.to_dict()
-        )
-        self.event("failed", self.state.phase, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
-        # Orphaned workers of a failed launch still hold memory (GPU memory on a GPU host): clean up.
+        # Orphaned workers of a failed launch still hold memory (GPU memory on a GPU host): they are stopped
+        # before the launch is marked failed, so whoever waits for the verdict finds nothing left running.
         if self.dep.supervisor == "systemd":
             systemd.stop(systemd.unit_name(self.dep))
         survivors = stop_group(pgid, grace=5) if pgid else []
         if survivors:
             self.event("cleanup", self.state.phase, survivors=survivors)
+        self.event("failed", self.state.phase, ts=decided, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
+        self.set_state(LaunchState.FAILED, reason=reason, exit_code=code, ended=decided, diagnosis=diagnosis.to_dict())

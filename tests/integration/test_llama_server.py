@@ -1,0 +1,99 @@
+"""llama.cpp's `llama-server`, launched for real through the library, benchmarked through the CLI.
+
+The engine added as one module (engines/llama_cpp.py): its phases, its readiness rule (/health 200 once the
+model is loaded, then one generated token), its failures diagnosed from its own log. Built by `make llama`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+import firstlight as fl
+from firstlight.launch.supervisor import group_members
+from firstlight.logs import PHASES
+from tests.conftest import LLAMA_SERVER, TINY_GGUF, firstlight, free_port
+
+pytestmark = [pytest.mark.engine]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def llama_available() -> None:
+    if not LLAMA_SERVER.exists() or not TINY_GGUF.exists():
+        pytest.fail("llama-server or the tiny GGUF is missing: run `make llama` first")
+
+
+def llama_spec(tmp_path: Path, **overrides: Any) -> Path:
+    spec: dict[str, Any] = {
+        "name": "tiny-llamacpp",
+        "engine": "llama.cpp",
+        "program": str(LLAMA_SERVER),
+        "model": str(TINY_GGUF),
+        "served_model_name": "tiny-llama",
+        "port": free_port(),
+        "args": {"ctx-size": 4096, "parallel": 4, "threads": 1, "metrics": True},
+        "log_dir": str(tmp_path / "logs"),
+        **overrides,
+    }
+    path = tmp_path / "llama.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_up_ready_bench_down(tmp_path: Path) -> None:
+    spec = llama_spec(tmp_path)
+    store = tmp_path / "s.db"
+    env = next(f for f in fl.check(spec) if f.id == "engine_env")
+    assert env.severity == "ok" and env.message.startswith("llama.cpp 0.5.0"), env  # `llama-server --version`
+    launch = fl.up(spec, store=store)
+    try:
+        record = launch.wait(timeout=120)
+        assert record.state == fl.LaunchState.READY, (record.reason, launch.log_path.read_text()[-3000:])
+        events = launch.events()
+        entered = [e.phase for e in events if e.kind == "phase"]
+        assert entered[0] == "process_start" and entered[-1] == "ready"
+        assert {"weights_loading", "kv_cache_allocated", "warmup_done"} <= set(entered), entered
+        assert [PHASES.index(p) for p in entered] == sorted(PHASES.index(p) for p in entered)
+        ready = next(e for e in events if e.kind == "phase" and e.phase == "ready")
+        assert ready.data["detail"].startswith("generated 1 token")
+        assert httpx.get(record.url + "/health", timeout=5).json() == {"status": "ok"}
+
+        out = tmp_path / "bench.json"
+        res = firstlight(
+            "bench", "--url", record.url, "--concurrency", "1,4", "--num-requests", "8",
+            "--input-len", "32", "--output-len", "16", "--warmup", "1", "--json", str(out),
+            store=store, timeout=180,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+        levels = json.loads(out.read_text())["levels"]
+        assert [lv["concurrency"] for lv in levels] == [1, 4]
+        for lv in levels:
+            assert lv["state"] == "complete" and lv["completed"] == 8 and lv["failed"] == 0
+            assert lv["output_tokens"] == 8 * 16  # ignore_eos and the server's usage: exact lengths
+            assert lv["ttft_ms"]["p50"] > 0 and lv["itl_ms"]["n"] > 0
+    finally:
+        result = launch.down()
+    assert result.stopped and not result.survivors
+    assert group_members(launch.record.pgid) == []
+
+
+def test_missing_model_file_is_diagnosed_from_its_log(tmp_path: Path) -> None:
+    spec = llama_spec(tmp_path, model=str(tmp_path / "no-such-model.gguf"))
+    with pytest.raises(fl.PreflightFailed) as refused:  # the preflight sees it first
+        fl.up(spec, store=tmp_path / "s.db")
+    assert any(f.id == "model_files" for f in refused.value.findings if f.severity == "fail")
+    launch = fl.up(spec, store=tmp_path / "s.db", force=True)  # and the engine's own failure is diagnosed
+    record = launch.wait(timeout=60)
+    assert record.state == fl.LaunchState.FAILED
+    assert record.diagnosis is not None
+    diagnosis = record.diagnosis["diagnosis"]
+    assert diagnosis["category"] == "missing_model_files"
+    assert (
+        "failed to open GGUF file" in diagnosis["root_cause_line"]
+        and "no-such-model.gguf" in diagnosis["root_cause_line"]
+    )
