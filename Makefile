@@ -51,7 +51,7 @@ $(ENGINE)/.done:
 	touch $@
 
 # A tiny random Llama and a tokenizer trained here: nothing comes from a model hub.
-$(MODEL)/.done: $(ENGINE)/.done tools/make_tiny_model.py
+$(MODEL)/.done: $(ENGINE)/.done tools/make_tiny_model.py tools/tiny_corpus.py
 	$(ENGINE_PY) tools/make_tiny_model.py $(MODEL)
 	touch $@
 
@@ -69,7 +69,7 @@ models/llama-server: $(LLAMA_BUILT)
 	ln -sf $(LLAMA_BUILT) $@
 
 # The same tiny Llama as GGUF, written with the gguf package (no torch, no converter).
-models/tiny-llama.gguf: $(ENGINE)/.done tools/make_tiny_gguf.py
+models/tiny-llama.gguf: $(ENGINE)/.done tools/make_tiny_gguf.py tools/tiny_corpus.py
 	$(ENGINE)/bin/pip install -q gguf==$(GGUF_VERSION)
 	$(ENGINE_PY) tools/make_tiny_gguf.py $@
 

@@ -22,75 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tiny_corpus import BYTE_TOKENS, CHAT_TEMPLATE, SEED, SPECIALS, train_pieces
 
-SEED = 1234
-SPECIALS = ["<unk>", "<s>", "</s>"]
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
-BYTE_TOKENS = [f"<0x{i:02X}>" for i in range(256)]
-VOCAB_TARGET = 1283
-SPACE = "\u2581"  # SentencePiece's "lower one eighth block", which stands for a space inside a piece
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + '</s>\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
-)
-# The same word list as make_tiny_model.py, so both tiny models learn the same kind of pieces.
-WORDS = [
-    "the",
-    "model",
-    "serves",
-    "tokens",
-    "from",
-    "weights",
-    "on",
-    "eight",
-    "GPUs",
-    "while",
-    "the",
-    "operator",
-    "watches",
-    "phases",
-    "load",
-    "shards",
-    "allocate",
-    "cache",
-    "capture",
-    "graphs",
-    "listen",
-    "warm",
-    "ready",
-    "bench",
-    "latency",
-    "throughput",
-    "request",
-    "stream",
-    "chunk",
-    "prompt",
-    "output",
-    "speculative",
-    "draft",
-    "accept",
-    "verify",
-    "batch",
-    "queue",
-    "memory",
-    "tensor",
-    "parallel",
-    "expert",
-    "attention",
-    "kernel",
-    "backend",
-    "launch",
-    "stall",
-    "fail",
-    "diagnose",
-    "remedy",
-]
 HEAD_DIM = 64
 CONTEXT_LENGTH = 2048
 INIT_STD = 0.02  # the usual initializer_range of HF Llama configs
@@ -120,32 +59,13 @@ class Vocab:
     types: list[int]
 
 
-def synthetic_corpus(n_lines: int = 4000) -> list[str]:
-    """Seeded pseudo-sentences from WORDS, with some numbers and punctuation so those get pieces too."""
-    rng = random.Random(SEED)
-    lines = []
-    for _ in range(n_lines):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(5, 20))]
-        if rng.random() < 0.3:
-            words.append(str(rng.randint(0, 9999)))
-        lines.append(" ".join(words) + rng.choice([".", ",", "!", "?", ""]))
-    return lines
-
-
 def train_vocab() -> Vocab:
     """Train a BPE tokenizer and lay its vocabulary out the way a Llama-2 SentencePiece GGUF expects."""
     from gguf import TokenType
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
-    # Metaspace with a prefix on the first word only matches llama.cpp's SPM tokenizer, which turns
-    # spaces into U+2581 and adds one leading space (add_space_prefix defaults to true for "llama").
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first")
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_TARGET - len(SPECIALS) - len(BYTE_TOKENS), special_tokens=[], show_progress=False
-    )
-    tok.train_from_iterator(synthetic_corpus(), trainer=trainer)
-    learned = json.loads(tok.to_str())["model"]["vocab"]
+    # llama.cpp's SPM tokenizer turns spaces into U+2581 and adds one leading space (add_space_prefix
+    # defaults to true for "llama"), as the trained pre-tokenizer does.
+    learned = json.loads(train_pieces().to_str())["model"]["vocab"]
 
     # Llama-2 layout: the specials, then the 256 byte-fallback tokens, then the learned pieces.
     tokens = SPECIALS + BYTE_TOKENS

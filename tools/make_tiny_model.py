@@ -18,94 +18,17 @@ for a realistic load on a GPU; build it there with `--dtype bfloat16 --device cu
 from __future__ import annotations
 
 import json
-import random
 import sys
 from pathlib import Path
 
-SEED = 1234
-SPECIALS = ["<unk>", "<s>", "</s>"]
-BYTE_TOKENS = [f"<0x{i:02X}>" for i in range(256)]
-VOCAB_TARGET = 1283
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + '</s>\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
-)
-WORDS = [
-    "the",
-    "model",
-    "serves",
-    "tokens",
-    "from",
-    "weights",
-    "on",
-    "eight",
-    "GPUs",
-    "while",
-    "the",
-    "operator",
-    "watches",
-    "phases",
-    "load",
-    "shards",
-    "allocate",
-    "cache",
-    "capture",
-    "graphs",
-    "listen",
-    "warm",
-    "ready",
-    "bench",
-    "latency",
-    "throughput",
-    "request",
-    "stream",
-    "chunk",
-    "prompt",
-    "output",
-    "speculative",
-    "draft",
-    "accept",
-    "verify",
-    "batch",
-    "queue",
-    "memory",
-    "tensor",
-    "parallel",
-    "expert",
-    "attention",
-    "kernel",
-    "backend",
-    "launch",
-    "stall",
-    "fail",
-    "diagnose",
-    "remedy",
-]
-
-
-def synthetic_corpus(n_lines: int = 4000) -> list[str]:
-    rng = random.Random(SEED)
-    lines = []
-    for _ in range(n_lines):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(5, 20))]
-        if rng.random() < 0.3:
-            words.append(str(rng.randint(0, 9999)))
-        lines.append(" ".join(words) + rng.choice([".", ",", "!", "?", ""]))
-    return lines
+from tiny_corpus import BYTE_TOKENS, CHAT_TEMPLATE, SEED, SPECIALS, train_pieces
 
 
 def build_tokenizer(out: Path):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
-    trainer_tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_TARGET - len(SPECIALS) - len(BYTE_TOKENS),
-        special_tokens=[],
-        show_progress=False,
-    )
-    trainer_tok.train_from_iterator(synthetic_corpus(), trainer=trainer)
+    trainer_tok = train_pieces()
     learned = trainer_tok.get_vocab()
     state = json.loads(trainer_tok.to_str())["model"]
     # Llama-2 layout: specials first, then the 256 byte tokens, then learned pieces.
