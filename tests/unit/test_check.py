@@ -307,3 +307,18 @@ def test_cli_check_with_recorded_facts_json_and_exit_codes(tmp_path: Path) -> No
     assert bad.returncode == 2 and "no such spec file" in bad.stderr and "Traceback" not in bad.stderr
     res = run_cli("check", str(spec), "--facts", str(tmp_path / "nope.json"), timeout=60)
     assert res.returncode == 2 and "cannot read facts" in res.stderr
+
+
+def test_single_h200_recorded_by_the_typed_gatherer(tmp_path: Path) -> None:
+    """h200x1-*.json: recorded on 2026-11-30 by `validation/gpu/record_facts.sh` on a 1x H200 machine with the
+    typed facts (idle, then with a process holding 40 GiB on GPU 0). TP 2 cannot fit one GPU; the holder is
+    named by pid and command line."""
+    model = make_model(tmp_path, LLAMA)
+    idle = facts_with("h200x1-idle.json", model)
+    assert [g.name for g in idle.gpus.gpus] == ["NVIDIA H200"] and idle.gpus.gpus[0].sm_major == 9
+    tp2 = by_id(run_checks(idle, dep(model=str(model), parallel={"tp": 2})), "parallelism")
+    assert any("2 GPUs, but 1 are available" in f.message for f in tp2)
+    (gpu,) = by_id(run_checks(facts_with("h200x1-gpu0-40g.json", model), dep(model=str(model))), "gpu_processes")
+    assert gpu.severity == "fail" and "pid 452 (python3 -) holds 40.5 GiB on GPU 0" in gpu.message
+    (ok_gpu,) = by_id(run_checks(idle, dep(model=str(model))), "gpu_processes")
+    assert ok_gpu.severity == "ok"
