@@ -12,7 +12,6 @@ them would cost at least). Target: under 1 s.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import tempfile
@@ -23,7 +22,8 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from firstlight.deployment import Deployment
-from firstlight.facts import load_facts
+from firstlight.engines import ENGINES
+from firstlight.facts import Facts, load_facts
 from firstlight.facts.model import gather_model_facts
 from firstlight.facts.software import gather_software_facts
 from firstlight.preflight import run_checks
@@ -43,12 +43,12 @@ CONFIG = {
 }
 
 
-def eight_gpus() -> dict:
+def eight_gpus() -> Facts:
+    """The recorded 2x H200 host, widened to eight GPUs (constructed)."""
     facts = load_facts(ROOT / "tests" / "data" / "facts" / "h200x2-idle.json")
-    gpus = facts["gpus"]["gpus"]
-    facts["gpus"]["gpus"] = [dict(copy.deepcopy(gpus[i % 2]), index=i) for i in range(8)]
-    facts["gpus"]["topology"] = [["X" if a == b else "NV" for b in range(8)] for a in range(8)]
-    return facts
+    gpus = [facts.gpus.gpus[i % 2].model_copy(deep=True, update={"index": i}) for i in range(8)]
+    topology = [["X" if a == b else "NV" for b in range(8)] for a in range(8)]
+    return facts.model_copy(update={"gpus": facts.gpus.model_copy(update={"gpus": gpus, "topology": topology})})
 
 
 def model_dir(root: Path, name: str, shard_bytes: int) -> Path:
@@ -66,12 +66,14 @@ def model_dir(root: Path, name: str, shard_bytes: int) -> Path:
     return d
 
 
-def timed_check(model: Path, facts: dict) -> float:
+def timed_check(model: Path, facts: Facts) -> float:
     spec = Deployment(
         engine="sglang", python=Path(sys.executable), model=model, parallel={"tp": 8}, args={"attention-backend": "fa3"}
     )
     t0 = time.perf_counter()
-    observed = dict(facts, model=gather_model_facts(model), software=gather_software_facts(sys.executable))
+    observed = facts.model_copy(
+        update={"model": gather_model_facts(model), "software": gather_software_facts(sys.executable, ENGINES.values())}
+    )
     findings = run_checks(observed, spec)
     elapsed = time.perf_counter() - t0
     assert any(f.id == "memory_fit" for f in findings)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from firstlight.benchmark import endpoint
 from firstlight.deployment import load_deployment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,16 +27,11 @@ def firstlight(*args: str) -> int:
 
 def stream_one(url: str, model: str) -> None:
     print(f"\n$ one streamed completion from {url}", flush=True)
-    body = {
-        "model": model,
-        "prompt": "The operator watches the model",
-        "max_tokens": 32,
-        "temperature": 0.8,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body = endpoint.request_body(
+        "completions", model, "The operator watches the model", 32, usage_per_chunk=False, temperature=0.8
+    )
     usage = None
-    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=60) as r:
+    with httpx.stream("POST", url + endpoint.path("completions"), json=body, timeout=60) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":

@@ -7,10 +7,10 @@ The library under the command line::
     findings = firstlight.check("kimi.yaml")                # preflight: Findings, .exit_code
     launch = firstlight.up("kimi.yaml")                     # checks, starts, returns at once
     record = launch.wait()                                  # ready, failed or stalled
-    if record.state == "ready":
-        result = firstlight.bench(launch, firstlight.BenchConfig(concurrency=[1, 8, 64]))
+    if record.state == firstlight.LaunchState.READY:
+        result = firstlight.bench(firstlight.BenchConfig(url=launch.url, concurrency=[1, 8, 64]))
     else:
-        print(record.diagnosis)                             # category, root-cause line, remedy
+        print(record.diagnosis["diagnosis"])                # category, root-cause line, remedy
     launch.down()
 
 Names are imported when first used, so `import firstlight` (and every quick command) stays fast.

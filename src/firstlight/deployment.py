@@ -108,8 +108,13 @@ class Deployment(BaseModel):
     @classmethod
     def _what_the_engine_runs_with(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         engine = info.data.get("engine")
-        if value is None and engine is not None and get_engine(engine).runs_with == info.field_name:
+        if engine is None:
+            return value
+        runs_with = get_engine(engine).runs_with
+        if value is None and runs_with == info.field_name:
             raise ValueError(f"required field is missing ({engine} runs with its own {info.field_name})")
+        if value is not None and runs_with != info.field_name:
+            raise ValueError(f"{engine} runs with its {runs_with}, not a {info.field_name}: remove this field")
         return value
 
     @field_validator("env", mode="before")
@@ -148,6 +153,12 @@ class Deployment(BaseModel):
         if phase not in DEFAULT_STALL_S:
             return None
         return self.stall.get(phase, DEFAULT_STALL_S[phase])
+
+    def with_supervisor(self, supervisor: str) -> Deployment:
+        """The same launch under another supervisor (embedded or systemd)."""
+        if supervisor not in ("embedded", "systemd"):
+            raise SpecError(f"supervisor {supervisor!r}: one of embedded, systemd")
+        return self.model_copy(update={"supervisor": supervisor})
 
     @property
     def url(self) -> str:

@@ -121,11 +121,6 @@ class LaunchState(str, Enum):
         """The watcher has said how the start went (a stalled engine may still be running)."""
         return self is not LaunchState.STARTING
 
-    @property
-    def over(self) -> bool:
-        """The engine is gone, or was told to go: nothing more will happen to this launch."""
-        return self in (LaunchState.FAILED, LaunchState.STOPPED, LaunchState.EXITED)
-
 
 @dataclass
 class LaunchRecord:

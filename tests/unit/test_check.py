@@ -322,3 +322,26 @@ def test_single_h200_recorded_by_the_typed_gatherer(tmp_path: Path) -> None:
     assert gpu.severity == "fail" and "pid 452 (python3 -) holds 40.5 GiB on GPU 0" in gpu.message
     (ok_gpu,) = by_id(run_checks(idle, dep(model=str(model))), "gpu_processes")
     assert ok_gpu.severity == "ok"
+
+
+def test_saved_facts_without_a_model_let_check_observe_the_spec_model(tmp_path: Path) -> None:
+    """`facts --save` without --model writes no model section; `check --facts` then reads the spec's model
+    (and the engine's software) live instead of taking an empty section for a recording."""
+    from firstlight.facts import gather_facts, save_facts
+
+    model = make_model(tmp_path, LLAMA)
+    saved = tmp_path / "host.json"
+    save_facts(gather_facts(sections=("gpus", "host")), saved)
+    assert set(json.loads(saved.read_text())) == {"gpus", "host", "recorded"}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"engine": "vllm", "python": sys.executable, "model": str(model)}))
+    (files,) = by_id(firstlight.check(spec, facts=saved), "model_files")
+    assert files.severity == "ok", files.message
+
+
+def test_a_field_the_engine_does_not_run_with_is_refused() -> None:
+    from firstlight.errors import SpecError
+
+    with pytest.raises(Exception, match="vllm runs with its python, not a program"):
+        dep(program="/opt/llama-server")
+    assert issubclass(SpecError, ValueError)

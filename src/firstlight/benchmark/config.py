@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from firstlight.errors import BenchError
+from firstlight.errors import BenchError, RunNotFound
 
 if TYPE_CHECKING:
     from firstlight.store import Store
@@ -100,7 +100,7 @@ class BenchConfig:
         """The configuration a stored run was made with (the API key is never stored: give it again)."""
         run = store.get_run(run_id)
         if run is None:
-            raise BenchError(f"no benchmark run {run_id} in {store.path}")
+            raise RunNotFound(f"no benchmark run {run_id} in {store.path}")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in run["config"].items() if k in known and k != "api_key"}, api_key=api_key)
 

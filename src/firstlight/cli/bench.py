@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from firstlight.cli.common import StoreOption, console, err_console, print_diagnosis
+from firstlight.cli.common import StoreOption, console, err_console, print_diagnosis, show_findings
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -49,11 +49,12 @@ def bench(
     temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
     seed: Annotated[int, typer.Option(help="seed for prompts and arrivals")] = 0,
     tokenizer: Annotated[Path | None, typer.Option(help="a model directory whose tokenizer counts tokens")] = None,
+    force: Annotated[bool, typer.Option("--force", help="with --launch: launch even when a check fails")] = False,
     store: StoreOption = None,
 ) -> None:
     """Drive an OpenAI-compatible server at several loads; every request is stored as it finishes."""
     options = dict(locals())  # the command's options by name, before anything else is defined here
-    for name in ("json_path", "resume", "store"):
+    for name in ("json_path", "resume", "store", "force"):
         del options[name]  # not the run's configuration
     from firstlight.benchmark import BenchConfig
     from firstlight.store import Store
@@ -64,7 +65,7 @@ def bench(
         cfg = BenchConfig.of_run(db, resume, api_key)
     else:
         cfg = BenchConfig.from_options(api_key=api_key, **options)
-    launched = _bring_up(launch, db, cfg) if launch is not None else None
+    launched = _bring_up(launch, db, cfg, force) if launch is not None else None
     try:
         code = _run(cfg, db, resume, launched.id if launched else None, json_path)
     finally:
@@ -73,12 +74,18 @@ def bench(
     raise typer.Exit(code)
 
 
-def _bring_up(spec: Path, db: Store, cfg: BenchConfig) -> Launch:
-    """Launch the spec and show it until ready; the run then benchmarks it (its URL, model and tokenizer)."""
+def _bring_up(spec: Path, db: Store, cfg: BenchConfig, force: bool) -> Launch:
+    """Check and launch the spec and show it until ready; the run then benchmarks it (its URL, model and
+    tokenizer). A failed check is shown, and stops the command unless --force."""
     from firstlight.cli.view import follow
+    from firstlight.errors import PreflightFailed
     from firstlight.launch import up
 
-    launch = up(spec, store=db)
+    try:
+        launch = up(spec, store=db, force=force)
+    except PreflightFailed as e:
+        show_findings([f for f in e.findings if f.severity != "ok"])
+        raise
     code = follow(launch, json_out=False, stop_on_interrupt=True)
     if code != 0:
         raise typer.Exit(code)
@@ -116,8 +123,9 @@ def _run(cfg: BenchConfig, db: Store, resume: int | None, launch_id: int | None,
                 on_start=runs.append,
             )
     except BenchAborted as e:
-        if e.run_id is not None:
-            _show(db, e.run_id, json_path, stopped=True)
+        kept = e.run_id if e.run_id is not None else (runs[0] if runs else None)
+        if kept is not None:
+            _show(db, kept, json_path, stopped=True)
         raise
     except KeyboardInterrupt:
         err_console().print("interrupted: every finished request is kept")

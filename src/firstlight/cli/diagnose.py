@@ -25,9 +25,9 @@ def diagnose(
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """Read the whole log (every rank) and say what happened: phases, outcome, root cause, remedy."""
-    from firstlight.diagnosis import diagnose_lines, looks_binary
+    from firstlight.diagnosis import diagnose as diagnose_log
+    from firstlight.diagnosis import looks_binary
     from firstlight.engines import ENGINES
-    from firstlight.logs import iter_lines
 
     choices = ("auto", *ENGINES)
     if engine not in choices:
@@ -45,7 +45,7 @@ def diagnose(
         head = stream.peek(4096)[:4096] if hasattr(stream, "peek") else b""
         if looks_binary(head):
             fail(f"{name}: binary data, not a log", 2)
-        report = diagnose_lines(iter_lines(stream), engine)
+        report = diagnose_log(stream, engine)
     if json_out:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:

@@ -63,13 +63,13 @@ class LaunchView:
         self.launch, self.mode, self.out = launch, mode, out
         self.timeline = Timeline()
 
-    def show(self, until_over: bool = False) -> LaunchRecord:
+    def show(self) -> LaunchRecord:
         live: Live | None = None
         if self.mode == "live":
             live = Live(self._render(None), console=self.out, refresh_per_second=8, transient=False)
             live.start()
         try:
-            for ev in self.launch.follow(until_over=until_over):
+            for ev in self.launch.follow():
                 if ev is not None:
                     self.timeline.add(ev)
                     if live is None:

@@ -1,4 +1,5 @@
-"""The engine adapters, found by module: adding an engine is adding one module that defines `ADAPTERS`.
+"""The engine adapters, found by module: adding an engine is adding one module that defines `ADAPTERS`
+(a module without it, a helper, is skipped).
 
 The order is the registry's (launchable engines first, in the order users meet them); the name is the
 one a spec's `engine:` field and `diagnose --engine` take.
@@ -20,7 +21,7 @@ def _discover() -> dict[str, EngineAdapter]:
     modules.sort(key=lambda m: (PREFERRED_ORDER.index(m) if m in PREFERRED_ORDER else len(PREFERRED_ORDER), m))
     found: dict[str, EngineAdapter] = {}
     for name in modules:
-        for adapter in importlib.import_module(f"{__name__}.{name}").ADAPTERS:
+        for adapter in getattr(importlib.import_module(f"{__name__}.{name}"), "ADAPTERS", ()):
             found[adapter.name] = adapter
     return found
 

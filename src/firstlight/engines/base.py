@@ -22,8 +22,6 @@ from firstlight.logs import PhaseMachine, PhaseRule, ProgressRule
 if TYPE_CHECKING:  # the spec validates engine names against the adapters, so adapters only annotate with it
     from firstlight.deployment import Deployment
 
-ATTENTION_KINDS = ("MHA", "GQA", "MLA")
-
 
 @dataclass(frozen=True)
 class Software:
@@ -49,8 +47,10 @@ class MemoryFlags:
     context_flag: str | None = None
     concurrency_flag: str | None = None
     kv_dtype_flag: str = "kv-cache-dtype"
-    # SGLang aborts when the least free memory across the TP ranks is below this share of the most.
+    # SGLang aborts when the least free memory across the TP ranks is below this share of the most,
+    # with this message.
     tp_balance: float | None = None
+    tp_balance_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,6 @@ class EngineAdapter:
     # What usually hangs after a phase, said only of this engine (added to the general hint).
     hang_hints: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"
-    metrics_path: str | None = "/metrics"
     metrics_prefix: str | None = None  # how the engine's own series start in /metrics
     default_env: Mapping[str, str] = field(default_factory=dict)
     # The model name requests must carry; transformers serve pins the path it was given.

@@ -45,6 +45,9 @@ def build_argv(dep: Deployment) -> list[str]:
     ]
 
 
+# The server's last word on a failed start; the cause is the first error-level line before it.
+EXITING = r"exiting due to (model loading|HTTP server) error"
+
 LLAMA_CPP = EngineAdapter(
     name="llama.cpp",
     build_argv=build_argv,
@@ -64,9 +67,9 @@ LLAMA_CPP = EngineAdapter(
         ("kv_cache_allocated", r"warming up the model with an empty run", "warming up"),
     ),
     ready_line=re.compile(r"llama_server: model loaded|main: model loaded|server is listening on|all slots are idle"),
-    fatal_lines=compile_all(r"exiting due to (model loading|HTTP server) error"),
+    fatal_lines=compile_all(EXITING),
     wrapper_lines=compile_all(
-        r"exiting due to (model loading|HTTP server) error",
+        EXITING,
         r"E \S*\s*\w+: failed to (load model|create.?context with model)",
         r"common_fit_params: encountered an error while trying to fit params",
     ),

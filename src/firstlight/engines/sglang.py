@@ -88,6 +88,15 @@ ATTENTION = AttentionBackends(
 )
 
 
+# A scheduler or subprocess died: the launch will not come up, and the cause is in the lines before.
+SCHEDULER_FAILED = compile_all(
+    r"Scheduler hit an exception",
+    r"Received sigquit from a child",
+    r"scheduler (is dead|died during initialization)",
+    r"Initialization failed\.",
+    r"Subprocess \S+ \(pid=\d+\) crashed",
+)
+
 SGLANG = EngineAdapter(
     name="sglang",
     build_argv=build_argv,
@@ -119,20 +128,8 @@ SGLANG = EngineAdapter(
         ),
     ),
     ready_line=re.compile(r"The server is fired up and ready to roll"),
-    fatal_lines=compile_all(
-        r"Scheduler hit an exception",
-        r"Received sigquit from a child process",
-        r"scheduler (is dead|died during initialization)",
-        r"Initialization failed\. (Please see|warmup error)",
-        r"Subprocess \S+ \(pid=\d+\) crashed with exit code",
-    ),
-    wrapper_lines=compile_all(
-        r"Scheduler hit an exception",
-        r"Received sigquit from a child",
-        r"scheduler (is dead|died during initialization)",
-        r"Initialization failed\.",
-        r"Subprocess \S+ \(pid=\d+\) crashed",
-    ),
+    fatal_lines=SCHEDULER_FAILED,
+    wrapper_lines=SCHEDULER_FAILED,
     fingerprints=compile_all(
         r"\bsglang[./:]",
         r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)",
@@ -160,6 +157,7 @@ SGLANG = EngineAdapter(
         context_flag="context-length",
         concurrency_flag="max-running-requests",
         tp_balance=0.9,
+        tp_balance_error="The memory capacity is unbalanced",
     ),
     attention=ATTENTION,
     # `avg_spec_accept_length` in /server_info and the sglang:spec_accept_length gauge are running

@@ -45,7 +45,6 @@ TRANSFORMERS = EngineAdapter(
     ),
     ready_line=re.compile(r"Application startup complete\."),
     fingerprints=compile_all(r"\[transformers\]", r"transformers serve", r"\btransformers/"),
-    metrics_path=None,
     default_env={"HF_HUB_OFFLINE": "1"},
     request_model=lambda d: str(d.model),
     software=Software(distributions=("transformers",)),

@@ -90,6 +90,9 @@ ATTENTION = AttentionBackends(
     env="VLLM_ATTENTION_BACKEND",
 )
 
+# The engine core or a worker did not start: the launch will not come up, and the cause is before.
+ENGINE_FAILED = (r"EngineCore failed to start", r"Engine core initialization failed", r"WorkerProc failed to start")
+
 VLLM = EngineAdapter(
     name="vllm",
     build_argv=build_argv,
@@ -132,16 +135,9 @@ VLLM = EngineAdapter(
         ),
     ),
     ready_line=re.compile(r"Application startup complete\."),
-    fatal_lines=compile_all(
-        r"EngineCore failed to start",
-        r"Engine core initialization failed",
-        r"WorkerProc failed to start",
-        r"EngineCore encountered a fatal error",
-    ),
+    fatal_lines=compile_all(*ENGINE_FAILED, r"EngineCore encountered a fatal error"),
     wrapper_lines=compile_all(
-        r"EngineCore failed to start",
-        r"Engine core initialization failed",
-        r"WorkerProc failed to start",
+        *ENGINE_FAILED,
         r"EngineDeadError",
         r"EngineCore encountered (an issue|a fatal error)",
         r"Failed core proc",

@@ -43,11 +43,14 @@ class Facts(BaseModel):
     software: SoftwareFacts | None = None
 
     def sections(self) -> set[str]:
-        """The sections this value really holds (a recorded file may have only some)."""
-        return {s for s in SECTIONS if s in self.model_fields_set}
+        """The sections this value really holds (a recorded file may have only some; a null one is absent)."""
+        return {s for s in SECTIONS if s in self.model_fields_set and getattr(self, s) is not None}
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", exclude_unset=False), indent=1, sort_keys=True) + "\n"
+        """Only the sections held: a file without `model` lets `check --facts` observe the spec's model."""
+        data = self.model_dump(mode="json")
+        held = {k: v for k, v in data.items() if k not in SECTIONS or k in self.sections()}
+        return json.dumps(held, indent=1, sort_keys=True) + "\n"
 
 
 def gather_facts(

@@ -74,9 +74,9 @@ class Launch:
     def events(self, after_id: int = 0) -> list[Event]:
         return self.store.events(self.id, after_id=after_id)
 
-    def follow(self, until_over: bool = False, poll_s: float = POLL_S) -> Iterator[Event | None]:
+    def follow(self, poll_s: float = POLL_S) -> Iterator[Event | None]:
         """Every event as it is recorded, and None after each poll (so a screen can redraw). Ends once the
-        launch is decided (ready, failed, stalled, ...) or, with `until_over`, once it is over."""
+        launch is decided: ready, failed, stalled (or stopped, exited)."""
         last_id = 0
         last_check = time.monotonic()
         while True:
@@ -85,7 +85,7 @@ class Launch:
             if events:
                 last_id = events[-1].id
             record = self.record
-            if record.state.over or (record.state.decided and not until_over):
+            if record.state.decided:
                 yield from self.events(last_id)  # written in the same instant as the decision
                 return
             if time.monotonic() - last_check > WATCHER_CHECK_S:
@@ -145,13 +145,13 @@ def up(
     Raises PreflightFailed (with the findings) when a check fails, unless `force`; SystemdUnavailable
     for `supervisor="systemd"` where systemd does not run; SpecError for a bad spec.
     """
-    from firstlight.deployment import Deployment, as_deployment
+    from firstlight.deployment import as_deployment
     from firstlight.launch import systemd
     from firstlight.preflight import check
 
     dep = as_deployment(spec)
     if supervisor is not None:
-        dep = Deployment.model_validate({**dep.model_dump(), "supervisor": supervisor})
+        dep = dep.with_supervisor(supervisor)
     if dep.supervisor == "systemd":
         systemd.require_systemd()
     findings = check(dep, facts)

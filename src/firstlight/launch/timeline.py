@@ -45,17 +45,6 @@ class Timeline:
         if self.rows and self.rows[-1].end is None and self.rows[-1].phase != "ready":
             self.rows[-1].end = ts
 
-    def durations(self) -> list[dict[str, Any]]:
-        t0 = self.t0 or 0.0
-        return [
-            {
-                "phase": r.phase,
-                "start_s": round(r.start - t0, 3),
-                "duration_s": None if r.end is None else round(r.end - r.start, 3),
-            }
-            for r in self.rows
-        ]
-
 
 def progress_text(progress: Any) -> str:
     """Progress inside a phase as a person reads it: `shards 12/64`, `graphs 8/36`."""

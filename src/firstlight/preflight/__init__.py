@@ -47,7 +47,9 @@ def facts_for(dep: Deployment, recorded: Facts | None = None) -> Facts:
     if not missing:
         assert recorded is not None
         return recorded
-    live = gather_facts(dep.python, dep.model, dep.host, dep.port, dep.program, sections=missing)
+    live = gather_facts(
+        dep.python, dep.model, dep.host, dep.port, dep.program, sections=missing
+    )  # one of python, program
     if recorded is None:
         return live
     return live.model_copy(update={s: getattr(recorded, s) for s in have} | {"recorded": recorded.recorded})

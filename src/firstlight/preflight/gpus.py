@@ -29,7 +29,7 @@ def check_gpu_processes(facts: Facts, dep: Deployment, engine: EngineAdapter) ->
             fail(
                 "gpu_processes",
                 f"free memory differs across the TP GPUs ({min(free):.1f} vs {max(free):.1f} "
-                f"GiB): {engine.name} aborts with 'The memory capacity is unbalanced'. {who}",
+                f"GiB): {engine.name} aborts with '{engine.memory.tp_balance_error}'. {who}",
                 remedy,
                 **evidence,
             )

@@ -89,13 +89,13 @@ def _memory_fit(facts: Facts, dep: Deployment, engine: EngineAdapter) -> Finding
         "kv_capacity_tokens": capacity,
         "arithmetic": arithmetic,
     }
-    flag = flags.fraction_flag or "memory fraction"
+    raise_fraction = f"a higher --{flags.fraction_flag} (now {fraction})" if flags.fraction_flag else "more memory"
     if need > budget:
         return fail(
             "memory_fit",
             f"the model does not fit: {arithmetic}",
-            f"Use more GPUs (--tp {dep.parallel.tp * 2}), a quantized checkpoint, a shorter context, or a "
-            f"higher --{flag} (now {fraction}).",
+            f"Use more GPUs (parallel.tp: {dep.parallel.tp * 2}), a quantized checkpoint, a shorter context, or "
+            f"{raise_fraction}.",
             **evidence,
         )
     if capacity is not None and capacity < context * concurrency:
@@ -103,8 +103,8 @@ def _memory_fit(facts: Facts, dep: Deployment, engine: EngineAdapter) -> Finding
             "memory_fit",
             f"fits, but the KV cache holds {capacity} tokens, fewer than {concurrency} "
             f"request(s) x {context} tokens: {arithmetic}",
-            f"Expect queueing above {max(capacity // context, 1)} full-length requests; raise --{flag} or "
-            "add GPUs for more.",
+            f"Expect queueing above {max(capacity // context, 1)} full-length requests; {raise_fraction} or "
+            "more GPUs give room for more.",
             **evidence,
         )
     return ok("memory_fit", f"fits: {arithmetic}", **evidence)

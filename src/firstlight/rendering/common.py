@@ -57,6 +57,10 @@ class Rendering:
     def unit_name(self) -> str:
         return unit_name(self.dep)
 
+    @property
+    def health_path(self) -> str:
+        return get_engine(self.dep.engine).health_path
+
     def header(self, comment: str = "#") -> str:
         # SOURCE_DATE_EPOCH (the reproducible-builds convention) pins the date, for golden files
         when = time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())))

@@ -51,7 +51,7 @@ def lws(r: Rendering, image: str | None = None, shm_gib: int = 64) -> str:
         argv[argv.index("--host") + 1] = "0.0.0.0"
     leader_cmd = argv + node_args(r, "$(LWS_LEADER_ADDRESS)", "0", worker=False)
     worker_cmd = argv + node_args(r, "$(LWS_LEADER_ADDRESS)", "$(LWS_WORKER_INDEX)", worker=True)
-    probe = {"httpGet": {"path": "/health", "port": dep.port}, "periodSeconds": 10, "timeoutSeconds": 5}
+    probe = {"httpGet": {"path": r.health_path, "port": dep.port}, "periodSeconds": 10, "timeoutSeconds": 5}
     startup = {**probe, "failureThreshold": math.ceil(r.start_timeout_s / 10)}
 
     def container(cmd: list[str], leader: bool) -> dict[str, Any]:

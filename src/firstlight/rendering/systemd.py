@@ -49,7 +49,7 @@ def env_file(r: Rendering) -> str:
 
 def unit(r: Rendering, working_directory: str | None = None) -> str:
     dep = r.dep
-    health = f"http://{'127.0.0.1' if dep.host in ('0.0.0.0', '::') else dep.host}:{dep.port}/health"
+    health = f"http://{'127.0.0.1' if dep.host in ('0.0.0.0', '::') else dep.host}:{dep.port}{r.health_path}"
     lines = [
         r.header().rstrip(),
         "",
