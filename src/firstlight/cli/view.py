@@ -8,7 +8,6 @@ is still around. Every decision about the launch is the watcher's (or the librar
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from firstlight.cli.common import console, err_console, print_diagnosis, view_mode
+from firstlight.engines import strip_line_prefix
 from firstlight.launch import Launch, LaunchRecord, LaunchState
 from firstlight.launch.timeline import Timeline, progress_text
 from firstlight.store import Event
@@ -33,20 +33,9 @@ def timeline_table(tl: Timeline, now: float | None = None, title: str = "timelin
     for row in tl.rows:
         end = row.end if row.end is not None else now
         took = "" if end is None else f"{end - row.start:.1f}s"
-        detail = (row.progress or _strip_prefix(row.line)).strip()[:200]
+        detail = (row.progress or strip_line_prefix(row.line)).strip()[:200]
         table.add_row(row.phase, f"{row.start - t0:.1f}s", took, Text(detail, style="dim"))
     return table
-
-
-_PREFIX = re.compile(r"^\(\w[\w-]* pid=\d+\)\s*|^(INFO|WARNING|ERROR|DEBUG)\s+[\d-]+ [\d:.]+\s*(\[[^\]]*\]\s*)?")
-
-
-def _strip_prefix(line: str) -> str:
-    """Engine log prefixes (pid, level, time, file) crowd out the message in a narrow column."""
-    previous = None
-    while previous != line:
-        previous, line = line, _PREFIX.sub("", line)
-    return line
 
 
 def gpu_text(gpus: list[dict[str, Any]]) -> Text:
@@ -96,7 +85,7 @@ class LaunchView:
         t0 = self.timeline.t0 or ev.ts
         detail = progress_text(ev.data.get("progress")) or ev.data.get("reason") or ev.data.get("detail") or ""
         if ev.kind == "phase" and not detail:
-            detail = _strip_prefix(str(ev.data.get("line", "")))[:160]
+            detail = strip_line_prefix(str(ev.data.get("line", "")))[:160]
         self.out.print(
             f"[{ev.ts - t0:7.2f}s] {ev.kind:<9} {ev.phase or '':<19} {detail}".rstrip(),
             highlight=False,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
-from firstlight.engines import ENGINES, EngineAdapter
+from firstlight.engines import ENGINES, EngineAdapter, any_clock
 from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines
 
 DETECT_LINES = 2000
@@ -61,7 +61,7 @@ def _union_machine() -> PhaseMachine:
     ready = tuple(a.ready_line for a in ENGINES.values() if a.ready_line is not None)
 
     progress = tuple(p for a in ENGINES.values() for p in a.progress)
-    return PhaseMachine((*rules, *(PhaseRule("ready", r) for r in ready)), progress)
+    return PhaseMachine((*rules, *(PhaseRule("ready", r) for r in ready)), progress, any_clock())
 
 
 def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") -> Report:

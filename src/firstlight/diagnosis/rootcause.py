@@ -23,6 +23,7 @@ from firstlight.diagnosis.signatures import (
     load_signatures,
     wrapper_lines,
 )
+from firstlight.engines import strip_line_prefix
 from firstlight.logs import fold_digits
 
 EVIDENCE_BEFORE = 3
@@ -36,21 +37,16 @@ BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
 
-_PREFIXES = re.compile(
-    r"^[\s|]*(?:\((?:\w+)(?:[-_]\w+)* pid=\d+\)\s*)?"  # vLLM: (EngineCore_DP0 pid=123)
-    r"(?:\[rank\d+\]:\s*)?"
-    r"(?:(?:INFO|ERROR|WARNING|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*)?"
-    r"(?:\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: \w+)*\]\s*)?"  # SGLang: [2025-03-10 14:17:52 TP6]
-    r"(?:\d{4}-\d\d-\d\dT[\d:.]+Z\s+\w+\s+[\w:]+:\s*)?"  # TGI: 2023-09-26T21:48:00Z ERROR target:
-)
+
 _QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b|\s(?:INFO|WARN|WARNING|DEBUG)\s+[\w.:]+[:\]]|^\[W\d"
 )
 
 
 def normalise(line: str) -> str:
-    """The line without rank, pid and time prefixes, so the same message from 8 ranks is one key."""
-    return _PREFIXES.sub("", line).strip()
+    """The line without rank, pid and time prefixes (every engine's, as their adapters declare them), so
+    the same message from 8 ranks is one key."""
+    return strip_line_prefix(line).strip()
 
 
 @dataclass

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from functools import cache
 
 from firstlight.engines.base import EngineAdapter, MultiNode
+from firstlight.logs import GENERIC_CLOCK
 
 # Where several engines' fingerprints tie, the earlier wins; modules not listed follow alphabetically.
 PREFERRED_ORDER = ("vllm", "sglang", "transformers")
@@ -36,9 +39,33 @@ def get_engine(name: str) -> EngineAdapter:
         raise KeyError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}") from None
 
 
+@cache
+def _any_line_prefix() -> re.Pattern[str]:
+    # Indentation, box-drawing pipes and torch.distributed's rank tag come before any engine's own prefix.
+    prefixes = [r"[\s|]+", r"\[rank\d+\]:\s*"]
+    prefixes += [a.line_prefix.pattern for a in ENGINES.values() if a.line_prefix is not None]
+    return re.compile("^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")")
+
+
+def strip_line_prefix(line: str) -> str:
+    """The message of a log line, without the prefixes engines put before it (rank, pid, level, time,
+    source file), whichever engine wrote it."""
+    prefix = _any_line_prefix()
+    previous = None
+    while previous != line:
+        previous, line = line, prefix.sub("", line)
+    return line
+
+
+@cache
+def any_clock() -> tuple[re.Pattern[str], ...]:
+    """Every engine's clock, then python logging's (for a log whose engine is not known)."""
+    return (*(a.log_time for a in ENGINES.values() if a.log_time is not None), GENERIC_CLOCK)
+
+
 def launchable() -> list[str]:
     """The engines firstlight can start, by name."""
     return [name for name, adapter in ENGINES.items() if adapter.launchable]
 
 
-__all__ = ["ENGINES", "EngineAdapter", "MultiNode", "get_engine", "launchable"]
+__all__ = ["ENGINES", "EngineAdapter", "MultiNode", "any_clock", "get_engine", "launchable", "strip_line_prefix"]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from firstlight.logs import PhaseMachine, PhaseRule, ProgressRule
+from firstlight.logs import GENERIC_CLOCK, PhaseMachine, PhaseRule, ProgressRule
 
 if TYPE_CHECKING:  # the spec validates engine names against the adapters, so adapters only annotate with it
     from firstlight.deployment import Deployment
@@ -131,6 +131,11 @@ class EngineAdapter:
     wrapper_lines: tuple[re.Pattern[str], ...] = ()
     # A line the engine writes at its error level (a cause candidate even without an exception's shape).
     error_line: re.Pattern[str] | None = None
+    # The engine's own line prefix (process tag, level, time, source): stripped to compare the same message
+    # from many ranks, and to show the message itself.
+    line_prefix: re.Pattern[str] | None = None
+    # The engine's clock in its lines, with a `ts` group (python logging's is read for every engine).
+    log_time: re.Pattern[str] | None = None
     # Lines that identify the engine in a log of unknown origin.
     fingerprints: tuple[re.Pattern[str], ...] = ()
     # What usually hangs after a phase, said only of this engine (added to the general hint).
@@ -162,7 +167,11 @@ class EngineAdapter:
         rules = self.phases
         if offline and self.ready_line is not None:
             rules = (*rules, PhaseRule("ready", self.ready_line))
-        return PhaseMachine(rules, self.progress)
+        return PhaseMachine(rules, self.progress, self.clocks)
+
+    @property
+    def clocks(self) -> tuple[re.Pattern[str], ...]:
+        return (self.log_time, GENERIC_CLOCK) if self.log_time is not None else (GENERIC_CLOCK,)
 
     def is_fatal(self, line: str) -> bool:
         return any(p.search(line) for p in self.fatal_lines)

@@ -74,6 +74,8 @@ LLAMA_CPP = EngineAdapter(
         r"common_fit_params: encountered an error while trying to fit params",
     ),
     error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),
+    line_prefix=re.compile(r"\d+\.\d{2}\.\d{3}\.\d{3} [IWED] (?:(?:srv|slot|cmn|spec) +)?"),  # 0.00.045.459 I srv
+    log_time=re.compile(r"^(?P<ts>\d+\.\d{2}\.\d{3}\.\d{3}) "),  # minutes.seconds.ms.µs since start
     fingerprints=compile_all(r"\bllama_\w+:", r"\bggml_\w+", r"\bgguf\b", r"llama_server", r"\bsrv\s+\w+:"),
     metrics_prefix="llamacpp:",
     spec_decode=SpecDecodeMetrics(

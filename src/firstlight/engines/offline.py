@@ -22,6 +22,7 @@ TGI = EngineAdapter(
     ),
     ready_line=re.compile(r"\bConnected\b"),
     fatal_lines=TGI_SHARD_FAILED,
+    line_prefix=re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z\s+\w+\s+[\w:]+:\s*"),  # 2023-09-26T21:48:00Z ERROR target:
     wrapper_lines=TGI_SHARD_FAILED,
     fingerprints=compile_all(r"text_generation_(launcher|router|server)", r"ShardCannotStart"),
 )
@@ -37,6 +38,7 @@ TRTLLM = EngineAdapter(
     ),
     ready_line=re.compile(r"Application startup complete\."),
     fatal_lines=compile_all(r"terminate called after throwing", r"\[TensorRT-LLM\]\[ERROR\]"),
+    log_time=re.compile(r"\[(?P<ts>\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2})\]"),
     fingerprints=compile_all(r"tensorrt_llm", r"\[TensorRT-LLM\]", r"\[TRT\]", r"trtllm"),
 )
 ADAPTERS = (TGI, TRTLLM)

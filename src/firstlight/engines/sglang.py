@@ -129,6 +129,7 @@ SGLANG = EngineAdapter(
     ),
     ready_line=re.compile(r"The server is fired up and ready to roll"),
     fatal_lines=SCHEDULER_FAILED,
+    line_prefix=re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: \w+)*\]\s*"),  # [2025-03-10 14:17:52 TP6]
     wrapper_lines=SCHEDULER_FAILED,
     fingerprints=compile_all(
         r"\bsglang[./:]",

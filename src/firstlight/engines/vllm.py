@@ -136,6 +136,12 @@ VLLM = EngineAdapter(
     ),
     ready_line=re.compile(r"Application startup complete\."),
     fatal_lines=compile_all(*ENGINE_FAILED, r"EngineCore encountered a fatal error"),
+    # (EngineCore_DP0 pid=123) ERROR 11-30 00:35:02 [core.py:1510] …
+    line_prefix=re.compile(
+        r"\(\w+(?:[-_]\w+)* pid=\d+\)\s*"
+        r"|(?:INFO|ERROR|WARNING|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
+    ),
+    log_time=re.compile(r"\b(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"),  # MM-DD HH:MM:SS
     wrapper_lines=compile_all(
         *ENGINE_FAILED,
         r"EngineDeadError",

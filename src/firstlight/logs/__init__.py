@@ -7,6 +7,7 @@ below all three and imports none of them.
 from firstlight.logs.follow import LogFollower
 from firstlight.logs.lines import LineSplitter, fold_digits, iter_lines
 from firstlight.logs.phases import (
+    GENERIC_CLOCK,
     PHASE_INDEX,
     PHASES,
     PhaseEvent,
@@ -19,6 +20,7 @@ from firstlight.logs.phases import (
 )
 
 __all__ = [
+    "GENERIC_CLOCK",
     "PHASES",
     "PHASE_INDEX",
     "LineSplitter",

@@ -26,17 +26,20 @@ PHASES: tuple[str, ...] = (
 )
 PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 
-# Lines carry their own clock in several dialects; keep the text as the engine wrote it.
-_LOG_TIME = re.compile(
-    r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"  # SGLang, TGI, python logging
-    r"|\b\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"  # vLLM: MM-DD HH:MM:SS
-    r"|\[\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2}\])"  # TensorRT-LLM
-)
+# Python logging's clock (and ISO 8601): lines of any engine's libraries may carry it. Each engine's
+# own dialect is on its adapter (`EngineAdapter.log_time`); the text is kept as the engine wrote it.
+GENERIC_CLOCK = re.compile(r"(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
 
 
-def log_time(line: str) -> str | None:
-    m = _LOG_TIME.search(line[:120])
-    return m.group("ts") if m else None
+def log_time(line: str, clocks: tuple[re.Pattern[str], ...] = (GENERIC_CLOCK,)) -> str | None:
+    """The time a line says it was written, read by the first clock (a pattern with a `ts` group) that
+    finds one near the start of the line."""
+    head = line[:120]
+    for clock in clocks:
+        m = clock.search(head)
+        if m:
+            return m.group("ts")
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class PhaseEvent:
 class PhaseMachine:
     rules: tuple[PhaseRule, ...]
     progress: tuple[ProgressRule, ...] = ()
+    clocks: tuple[re.Pattern[str], ...] = (GENERIC_CLOCK,)  # the engine's own dialect first
     current: str = "process_start"
     seen: list[str] = field(default_factory=lambda: ["process_start"])
     _cache: dict[str, tuple[ProgressRule | PhaseRule, ...]] = field(default_factory=dict, repr=False)
@@ -108,11 +112,12 @@ class PhaseMachine:
         if forward:
             target = max(forward, key=lambda r: PHASE_INDEX[r.phase])
             self.advance(target.phase)
-            return PhaseEvent(target.phase, True, line_no, line, log_time(line), _progress(*bar) if bar else None)
+            when = log_time(line, self.clocks)
+            return PhaseEvent(target.phase, True, line_no, line, when, _progress(*bar) if bar else None)
         if bar is not None and bar[0].phase == self.current:
-            return PhaseEvent(self.current, False, line_no, line, log_time(line), _progress(*bar))
+            return PhaseEvent(self.current, False, line_no, line, log_time(line, self.clocks), _progress(*bar))
         if any(r.phase == self.current for r in matches):
-            return PhaseEvent(self.current, False, line_no, line, log_time(line))
+            return PhaseEvent(self.current, False, line_no, line, log_time(line, self.clocks))
         return None
 
     def _matching(self, line: str, shape: str | None) -> tuple[ProgressRule | PhaseRule, ...]:
