@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path
 
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report
@@ -46,13 +47,25 @@ GENERIC_REMEDY = (
 
 
 def detect_engine(lines: Iterable[str]) -> str:
-    scores = dict.fromkeys(ENGINES, 0)
+    """The engine whose fingerprints most lines carry (ties go to the registry's order)."""
+    fingerprints = _fingerprints()
+    scores = dict.fromkeys(fingerprints, 0)
     for line in lines:
-        for name, adapter in ENGINES.items():
-            if any(p.search(line) for p in adapter.fingerprints):
+        for name, pattern in fingerprints.items():
+            if pattern.search(line):
                 scores[name] += 1
     best = max(scores, key=lambda n: scores[n])
     return best if scores[best] > 0 else "unknown"
+
+
+@cache
+def _fingerprints() -> dict[str, re.Pattern[str]]:
+    """Each engine's fingerprints as one pattern: one search per engine and line."""
+    return {
+        name: re.compile("|".join(f"(?:{p.pattern})" for p in adapter.fingerprints))
+        for name, adapter in ENGINES.items()
+        if adapter.fingerprints
+    }
 
 
 def _union_machine() -> PhaseMachine:
