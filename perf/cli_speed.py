@@ -4,7 +4,8 @@
 once, so each command imports only what it uses. This runs each command N times on a small store
 (one finished launch with its log) and prints the median wall time, and its ratio to two named peers
 measured the same way in the same run: `python -c pass` (the floor no Python CLI can beat) and
-`python -c "import typer"` (the CLI framework alone). It also lists the slowest imports of `status`
+`python -c "import typer"` (the CLI framework alone), and a two-command typer app running one command
+(the floor for any typer CLI). It also lists the slowest imports of `status`
 (`python -X importtime`).
 
 Bytecode: pip compiles an installed package's modules; an editable install under
@@ -76,9 +77,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = str(make_store(Path(tmp)))
         fl = [sys.executable, "-m", "firstlight"]
+        one_command = (
+            "import typer\napp = typer.Typer()\n@app.command()\ndef hello(n: int = 1) -> None:\n    print(n)\n"
+            "@app.command()\ndef other() -> None:\n    pass\napp()"
+        )
         peers = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "python -c 'import typer'": [sys.executable, "-c", "import typer"],
+            "a two-command typer app": [sys.executable, "-c", one_command, "hello"],
         }
         commands = {
             "status": [*fl, "status", "--store", store],

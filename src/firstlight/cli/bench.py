@@ -5,8 +5,6 @@ what finished kept; 2 bad options or an unreachable setup; 130 interrupted (Ctrl
 The benchmark stack (HTTP client, numpy, uvloop, the progress bars) is imported when the command runs.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import time
@@ -74,7 +72,7 @@ def bench(
     raise typer.Exit(code)
 
 
-def _bring_up(spec: Path, db: Store, cfg: BenchConfig, force: bool) -> Launch:
+def _bring_up(spec: Path, db: "Store", cfg: "BenchConfig", force: bool) -> "Launch":
     """Check and launch the spec and show it until ready; the run then benchmarks it (its URL, model and
     tokenizer). A failed check is shown, and stops the command unless --force."""
     from firstlight.cli.view import follow
@@ -95,7 +93,7 @@ def _bring_up(spec: Path, db: Store, cfg: BenchConfig, force: bool) -> Launch:
     return launch
 
 
-def _take_down(launch: Launch) -> None:
+def _take_down(launch: "Launch") -> None:
     from firstlight.launch import LaunchState
 
     record = launch.record
@@ -105,7 +103,7 @@ def _take_down(launch: Launch) -> None:
     launch.down()
 
 
-def _run(cfg: BenchConfig, db: Store, resume: int | None, launch_id: int | None, json_path: Path | None) -> int:
+def _run(cfg: "BenchConfig", db: "Store", resume: int | None, launch_id: int | None, json_path: Path | None) -> int:
     """The run with a live progress view; the results are shown however it ends. A run that stopped early
     re-raises BenchAborted (exit 1) after its results are shown."""
     from firstlight.benchmark import BenchAborted, run_bench
@@ -136,7 +134,7 @@ def _run(cfg: BenchConfig, db: Store, resume: int | None, launch_id: int | None,
     return 0
 
 
-def _progress() -> Progress:
+def _progress() -> "Progress":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     out = console()
@@ -151,11 +149,11 @@ def _progress() -> Progress:
     )
 
 
-def _shower(progress: Progress) -> Callable[[LevelState], None]:
+def _shower(progress: "Progress") -> "Callable[[LevelState], None]":
     """One bar per level: requests done, tokens/s and failures so far."""
     tasks: dict[int, int] = {}
 
-    def show(state: LevelState) -> None:
+    def show(state: "LevelState") -> None:
         name = "warm-up" if state.warmup else (f"rate {state.rate:g}/s" if state.rate else f"C={state.concurrency}")
         elapsed = max(time.perf_counter() - state.started, 1e-9)
         stats = f"{state.tokens / elapsed:8.1f} tok/s  {state.failed} failed"
@@ -166,7 +164,7 @@ def _shower(progress: Progress) -> Callable[[LevelState], None]:
     return show
 
 
-def _show(db: Store, run_id: int, json_path: Path | None, stopped: bool) -> None:
+def _show(db: "Store", run_id: int, json_path: Path | None, stopped: bool) -> None:
     """The run's table, each level's client warning and errors, the JSON file, and how to resume."""
     from firstlight.benchmark import run_data
     from firstlight.reports import run_table

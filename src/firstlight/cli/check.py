@@ -3,8 +3,6 @@
 Exit codes of `check`: 0 every check passed, 1 a warning, 2 a failure (or an unusable spec or facts file).
 """
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

@@ -4,8 +4,6 @@ Kept light on purpose: a command imports what it uses when it runs, so `status` 
 the benchmark stack. Rich is imported when something is printed.
 """
 
-from __future__ import annotations
-
 import sys
 from functools import cache
 from pathlib import Path
@@ -25,7 +23,7 @@ SEVERITY_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
 @cache
-def console() -> Console:
+def console() -> "Console":
     from rich.console import Console
 
     # Piped output is read in logs and CI: wide enough that result tables are not cut.
@@ -33,7 +31,7 @@ def console() -> Console:
 
 
 @cache
-def err_console() -> Console:
+def err_console() -> "Console":
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)

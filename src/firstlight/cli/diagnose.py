@@ -4,8 +4,6 @@ Exit codes: 0 the log reached ready; 1 it failed or did not reach ready (the dia
 2 the input could not be read (missing file, binary data).
 """
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path
@@ -53,7 +51,7 @@ def diagnose(
     raise typer.Exit(0 if report.outcome == "ready" else 1)
 
 
-def show_report(report: Report, log_path: str | None) -> None:
+def show_report(report: "Report", log_path: str | None) -> None:
     from rich.text import Text
 
     out = console()

@@ -1,7 +1,5 @@
 """`firstlight down [LAUNCH]`: stop the engine's whole process group and check that nothing is left."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """`firstlight logs [LAUNCH] [-f]`: the engine's whole log, kept per launch."""
 
-from __future__ import annotations
-
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated
@@ -46,7 +44,7 @@ def logs(
             pass
 
 
-def _engine_running(handle: Launch) -> bool:
+def _engine_running(handle: "Launch") -> bool:
     from firstlight.launch import LaunchState
     from firstlight.launch.supervisor import group_members
 

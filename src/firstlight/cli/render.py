@@ -1,7 +1,5 @@
 """`firstlight render SPEC --format systemd|sh|lws|slurm [-o FILE]`: the launch as a production artefact."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

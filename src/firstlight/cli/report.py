@@ -1,7 +1,5 @@
 """`firstlight report RUN [RUN ...]`: one run, or several compared level by level (the first is the baseline)."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

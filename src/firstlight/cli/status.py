@@ -1,7 +1,5 @@
 """`firstlight status [--json]`: the launch history from the store, with what is running now."""
 
-from __future__ import annotations
-
 import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -14,7 +12,7 @@ if TYPE_CHECKING:
     from firstlight.store import LaunchRecord
 
 
-def _row(launch: LaunchRecord) -> dict[str, Any]:
+def _row(launch: "LaunchRecord") -> dict[str, Any]:
     from firstlight.launch.supervisor import group_members
 
     return {

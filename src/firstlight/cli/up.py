@@ -1,7 +1,5 @@
 """`firstlight up SPEC`: check, launch, watch phase by phase; exit 0 when ready, 1 with the reason, 2 refused."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -17,7 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from firstlight.cli.common import console, err_console, print_diagnosis, view_mode
-from firstlight.engines import strip_line_prefix
 from firstlight.launch import Launch, LaunchRecord, LaunchState
 from firstlight.launch.timeline import Timeline, progress_text
 from firstlight.store import Event
@@ -33,9 +32,17 @@ def timeline_table(tl: Timeline, now: float | None = None, title: str = "timelin
     for row in tl.rows:
         end = row.end if row.end is not None else now
         took = "" if end is None else f"{end - row.start:.1f}s"
-        detail = (row.progress or strip_line_prefix(row.line)).strip()[:200]
+        detail = (row.progress or _message(row.line)).strip()[:200]
         table.add_row(row.phase, f"{row.start - t0:.1f}s", took, Text(detail, style="dim"))
     return table
+
+
+def _message(line: str) -> str:
+    """A log line without its engine's prefix: the engines are loaded only when a line is shown, so
+    `watch --json` does not pay for them."""
+    from firstlight.engines import strip_line_prefix
+
+    return strip_line_prefix(line)
 
 
 def gpu_text(gpus: list[dict[str, Any]]) -> Text:
@@ -85,7 +92,7 @@ class LaunchView:
         t0 = self.timeline.t0 or ev.ts
         detail = progress_text(ev.data.get("progress")) or ev.data.get("reason") or ev.data.get("detail") or ""
         if ev.kind == "phase" and not detail:
-            detail = strip_line_prefix(str(ev.data.get("line", "")))[:160]
+            detail = _message(str(ev.data.get("line", "")))[:160]
         self.out.print(
             f"[{ev.ts - t0:7.2f}s] {ev.kind:<9} {ev.phase or '':<19} {detail}".rstrip(),
             highlight=False,

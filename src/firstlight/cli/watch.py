@@ -1,7 +1,5 @@
 """`firstlight watch [LAUNCH]`: re-attach to a launch's live view."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
