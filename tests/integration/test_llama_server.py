@@ -48,8 +48,11 @@ def llama_spec(tmp_path: Path, **overrides: Any) -> Path:
 def test_up_ready_bench_down(tmp_path: Path) -> None:
     spec = llama_spec(tmp_path)
     store = tmp_path / "s.db"
-    env = next(f for f in fl.check(spec) if f.id == "engine_env")
+    findings = fl.check(spec)
+    env = next(f for f in findings if f.id == "engine_env")
     assert env.severity == "ok" and env.message.startswith("llama.cpp 0.5.0"), env  # `llama-server --version`
+    flags = next(f for f in findings if f.id == "engine_flags")
+    assert flags.message.startswith("4 extra flag(s) known to llama.cpp"), flags  # from `llama-server --help`
     launch = fl.up(spec, store=store)
     try:
         record = launch.wait(timeout=120)

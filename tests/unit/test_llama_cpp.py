@@ -119,3 +119,27 @@ def test_spec_without_the_program_names_the_field(tmp_path: Path) -> None:
     spec.write_text("engine: llama.cpp\nmodel: /models/tiny.gguf\n")
     with pytest.raises(SpecError, match=r"program: required field is missing \(llama.cpp runs with its own program\)"):
         load_deployment(spec)
+
+
+def test_flags_are_read_from_the_programs_help_and_judged() -> None:
+    """tests/data/software/llama-server-help.txt: `llama-server --help` of the recorded build (731 lines).
+    `--no-mmap` was removed from that build (use `-lm none`), so it is not a flag there."""
+    from firstlight.facts import Facts, SoftwareFacts
+    from firstlight.facts.software import flags_in_help
+    from firstlight.preflight import run_checks
+
+    flags = flags_in_help((DATA / "software" / "llama-server-help.txt").read_text())
+    assert {"--ctx-size", "--parallel", "--metrics", "--alias", "--host", "--port", "--model"} <= set(flags)
+    assert "--no-mmap" not in flags and len(flags) > 100
+    software = SoftwareFacts(interpreter="llama-server", program_version="0.5.0-dev", program_flags=flags)
+    dep = Deployment.model_validate(
+        {
+            "engine": "llama.cpp",
+            "program": "/opt/llama/bin/llama-server",
+            "model": "/models/tiny.gguf",
+            "args": {"ctx-size": 2048, "no-mmap": True},
+        }
+    )
+    findings = {f.evidence.get("flag"): f for f in run_checks(Facts(software=software), dep) if f.id == "engine_flags"}
+    assert findings["--no-mmap"].severity == "fail" and "llama.cpp 0.5.0-dev" in findings["--no-mmap"].message
+    assert "--ctx-size" not in findings

