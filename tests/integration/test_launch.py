@@ -153,7 +153,7 @@ def test_port_taken_fails(tmp_path: Path) -> None:
         assert refused.returncode == 2
         assert f"port {port} on 127.0.0.1 is in use by pid {os.getpid()}" in refused.stdout
         assert Store(tmp_path / "s.db").latest_launch() is None  # nothing was launched
-        _fail_and_check(spec, tmp_path / "s.db", "port_in_use", "")
+        _fail_and_check(spec, tmp_path / "s.db", "port_in_use", "Address already in use")
 
 
 # ---------------------------------------------------------------- stall

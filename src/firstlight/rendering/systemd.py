@@ -27,6 +27,12 @@ def quote_word(word: str) -> str:
     return f'"{escaped}"'
 
 
+def path_setting(path: str) -> str:
+    """A path setting such as WorkingDirectory=: taken whole, unquoted (systemd does not unquote it, so quotes
+    would become part of the path), with specifiers: only % is doubled."""
+    return path.replace("%", "%%")
+
+
 def quote_env(name: str, value: str) -> str:
     """An Environment= assignment: % doubled (specifiers apply here too); quotes around the whole pair."""
     pair = f"{name}={value}".replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
@@ -63,7 +69,7 @@ def unit(r: Rendering, working_directory: str | None = None) -> str:
         "",
         "[Service]",
         "Type=simple",
-        f"WorkingDirectory={quote_word(working_directory or str(dep.model.parent))}",
+        f"WorkingDirectory={path_setting(working_directory or str(dep.model.parent))}",
     ]
     lines += env_lines(r, lambda name, value: f"Environment={quote_env(name, value)}", comment_out="#")
     if r.secrets:
