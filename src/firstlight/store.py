@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS launches (
     pid INTEGER,
     pgid INTEGER,
     watcher_pid INTEGER,
+    leader_start REAL,
     ended REAL,
     exit_code INTEGER,
     reason TEXT,
@@ -140,6 +141,7 @@ class LaunchRecord:
     pid: int | None
     pgid: int | None
     watcher_pid: int | None
+    leader_start: float | None  # when the engine's group leader started: a reused pgid is not ours
     ended: float | None
     exit_code: int | None
     reason: str | None
@@ -177,9 +179,11 @@ class Store:
 
     def _migrate(self) -> None:
         """Columns added after a store was created (SQLite adds them in place; old rows read as NULL)."""
-        have = {row["name"] for row in self.db.execute("PRAGMA table_info(bench_requests)")}
-        if "perf_sent" not in have:
-            self.db.execute("ALTER TABLE bench_requests ADD COLUMN perf_sent REAL")
+        added = {"bench_requests": ("perf_sent", "REAL"), "launches": ("leader_start", "REAL")}
+        for table, (column, kind) in added.items():
+            have = {row["name"] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self.db.close()
@@ -384,6 +388,7 @@ def _launch(row: sqlite3.Row) -> LaunchRecord:
         pid=row["pid"],
         pgid=row["pgid"],
         watcher_pid=row["watcher_pid"],
+        leader_start=row["leader_start"],
         ended=row["ended"],
         exit_code=row["exit_code"],
         reason=row["reason"],

@@ -57,6 +57,7 @@ def test_up_ready_bench_down(tmp_path: Path) -> None:
     try:
         record = launch.wait(timeout=120)
         assert record.state == fl.LaunchState.READY, (record.reason, launch.log_path.read_text()[-3000:])
+        assert record.leader_start is not None  # `down` checks it before it signals the group
         events = launch.events()
         entered = [e.phase for e in events if e.kind == "phase"]
         assert entered[0] == "process_start" and entered[-1] == "ready"

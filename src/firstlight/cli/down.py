@@ -17,6 +17,8 @@ def down(
 
     found = get_launch(launch, store)
     result = found.down(grace)
+    if result.refused:
+        fail(f"launch {found.id}: {result.refused}")
     if not result.stopped:
         console().print(f"launch {found.id}: no process was running")
         return

@@ -46,9 +46,9 @@ def logs(
 
 def _engine_running(handle: "Launch") -> bool:
     from firstlight.launch import LaunchState
-    from firstlight.launch.supervisor import group_members
+    from firstlight.launch.supervisor import launch_members
 
     launch = handle.record
     if launch.pgid is None:
         return launch.state == LaunchState.STARTING  # the watcher has not started the engine yet
-    return bool(group_members(launch.pgid))
+    return bool(launch_members(launch.pgid, launch.leader_start))

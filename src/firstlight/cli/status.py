@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def _row(launch: "LaunchRecord") -> dict[str, Any]:
-    from firstlight.launch.supervisor import group_members
+    from firstlight.launch.supervisor import launch_members
 
     return {
         "id": launch.id,
@@ -23,7 +23,7 @@ def _row(launch: "LaunchRecord") -> dict[str, Any]:
         "phase": launch.phase,
         "url": launch.url,
         "pid": launch.pid,
-        "running": bool(launch.pgid and group_members(launch.pgid)),
+        "running": bool(launch_members(launch.pgid, launch.leader_start)),
         "created": launch.created,
         "ended": launch.ended,
         "exit_code": launch.exit_code,

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from firstlight.launch.supervisor import group_members, stop_group
+import psutil
+
+from firstlight.launch.supervisor import group_members, group_reused, stop_group
 from firstlight.store import LaunchRecord, LaunchState, Store
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ class StopResult:
     stopped: list[int]  # pids that were running
     survivors: list[int]  # pids still alive after SIGKILL
     gpu_holders: list[int]  # of the stopped pids, those NVML still shows holding GPU memory
+    refused: str | None = None  # why nothing was signalled (the group id now belongs to another process)
 
 
 def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> StopResult:
@@ -69,6 +72,14 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
     if launch.pgid is None:
         store.update_launch(launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped before it started")
         return StopResult([], [], [])
+    holder = group_reused(launch.pgid, launch.leader_start)
+    if holder is not None:
+        refused = (
+            f"process group {launch.pgid} now belongs to another process (pid {holder.pid}, "
+            f"{_describe(holder)}): the launch's engine is gone, and nothing was signalled"
+        )
+        store.add_event(launch.id, "down_refused", launch.phase, reason=refused)
+        return StopResult([], [], [], refused)
     members = [p.pid for p in group_members(launch.pgid)]
     if launch.state not in (LaunchState.FAILED, LaunchState.EXITED):
         store.update_launch(
@@ -90,3 +101,11 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
             time.sleep(0.2)
         nvml.close()
     return StopResult(members, survivors, gpu_holders)
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(proc.create_time()))
+        return f"started {started}: {' '.join(proc.cmdline())[:200] or proc.name()}"
+    except psutil.Error:
+        return "gone since"

@@ -52,6 +52,35 @@ def start_engine(dep: Deployment, adapter: EngineAdapter, log_path: Path) -> Sta
     return Started(proc, argv)
 
 
+def process_start_time(pid: int) -> float | None:
+    """When a process started (seconds since the epoch), or None when it is gone."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def group_reused(pgid: int, leader_start: float | None) -> psutil.Process | None:
+    """The process now holding `pgid` as its pid when it is not the group leader that was started: then the
+    number belongs to someone else and must not be signalled. While any member of a group is alive its id
+    cannot be reused, so a group whose leader is gone is still the launch's own."""
+    if leader_start is None:
+        return None  # a launch recorded before start times were
+    try:
+        holder = psutil.Process(pgid)
+        started = holder.create_time()
+    except psutil.Error:
+        return None
+    return holder if abs(started - leader_start) > 0.5 else None
+
+
+def launch_members(pgid: int | None, leader_start: float | None) -> list[psutil.Process]:
+    """The live processes of a launch's group; none when the group id now belongs to someone else."""
+    if pgid is None or group_reused(pgid, leader_start) is not None:
+        return []
+    return group_members(pgid)
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
     """Every live process of the engine's group or session (children may start their own group)."""
     members = []

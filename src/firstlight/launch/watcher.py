@@ -24,7 +24,7 @@ from firstlight.diagnosis import diagnose_file
 from firstlight.engines import get_engine
 from firstlight.launch import systemd
 from firstlight.launch.probe import ProbeResult, ReadinessProber
-from firstlight.launch.supervisor import start_engine, stop_group
+from firstlight.launch.supervisor import process_start_time, start_engine, stop_group
 from firstlight.logs import PHASE_INDEX, LogFollower
 from firstlight.nvml import Nvml
 from firstlight.store import LaunchState, Store
@@ -91,7 +91,12 @@ class Watcher:
             started = start_engine(self.dep, self.adapter, self.log_path)
             pgid = started.pid  # start_new_session makes the engine its own group leader
             self.store.update_launch(
-                self.launch_id, pid=started.pid, pgid=pgid, argv=started.argv, watcher_pid=os.getpid()
+                self.launch_id,
+                pid=started.pid,
+                pgid=pgid,
+                leader_start=process_start_time(started.pid),
+                argv=started.argv,
+                watcher_pid=os.getpid(),
             )
             self.event("phase", "process_start", entered=True, pid=started.pid, argv=started.argv)
             threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
