@@ -36,6 +36,8 @@ class Software:
     flag_sources: tuple[str, ...] = ()
     # flag → (the release that deprecated or renamed it, what to use instead)
     deprecated_flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # The modules whose import proves the server can start (the entry point and what it loads first).
+    entrypoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

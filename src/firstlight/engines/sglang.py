@@ -146,6 +146,7 @@ SGLANG = EngineAdapter(
         companions=("sgl-kernel", "sglang-kernel"),
         module="sglang",
         flag_sources=("srt/server_args.py", "srt/arg_groups"),
+        entrypoints=("sglang.launch_server",),
         deprecated_flags={
             "--disable-cuda-graph": ("0.5.23", "--cuda-graph-backend-decode disabled (and -prefill)"),
             "--enable-dp-attention": ("0.5.23", "--attn-dp-size N"),

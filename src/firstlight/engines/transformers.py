@@ -47,6 +47,9 @@ TRANSFORMERS = EngineAdapter(
     fingerprints=compile_all(r"\[transformers\]", r"transformers serve", r"\btransformers/"),
     default_env={"HF_HUB_OFFLINE": "1"},
     request_model=lambda d: str(d.model),
-    software=Software(distributions=("transformers",)),
+    # the command module, and the server it starts (FastAPI and its dependencies load there)
+    software=Software(
+        distributions=("transformers",), entrypoints=("transformers.cli.serve", "transformers.cli.serving.server")
+    ),
 )
 ADAPTERS = (TRANSFORMERS,)

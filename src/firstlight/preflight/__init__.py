@@ -12,6 +12,7 @@ from pathlib import Path
 from firstlight.deployment import Deployment, as_deployment
 from firstlight.engines import EngineAdapter, get_engine
 from firstlight.facts import SECTIONS, Facts, gather_facts, load_facts
+from firstlight.facts.software import with_entrypoint
 from firstlight.preflight.engine import check_attention_backend, check_engine_environment, check_engine_flags
 from firstlight.preflight.finding import SEVERITY_RANK, Finding, Findings
 from firstlight.preflight.gpus import check_gpu_processes, check_parallelism
@@ -47,9 +48,10 @@ def facts_for(dep: Deployment, recorded: Facts | None = None) -> Facts:
     if not missing:
         assert recorded is not None
         return recorded
-    live = gather_facts(
-        dep.python, dep.model, dep.host, dep.port, dep.program, sections=missing
-    )  # one of python, program
+    # the spec names one of python and program, the one its engine runs with
+    live = gather_facts(dep.python, dep.model, dep.host, dep.port, dep.program, sections=missing)
+    if live.software is not None:
+        live.software = with_entrypoint(live.software, get_engine(dep.engine))
     if recorded is None:
         return live
     return live.model_copy(update={s: getattr(recorded, s) for s in have} | {"recorded": recorded.recorded})

@@ -29,6 +29,27 @@ def check_engine_environment(facts: Facts, dep: Deployment, engine: EngineAdapte
                 f"Install {engine.name} into that environment, or point `python:` at the one that has it.",
             )
         ]
+    found = sw.entrypoint
+    if found is not None and not found.ok:
+        what = (
+            f"it cannot import {found.missing_module}"
+            if found.missing_module
+            else f"importing it failed: {found.error}"
+        )
+        remedy = (
+            f"pip install {found.package} into that environment (the engine needs it to start), or reinstall "
+            f"{engine.name} with its dependencies."
+            if found.package
+            else f"Reinstall {engine.name} into that environment; the error above is what its import says."
+        )
+        return [
+            fail(
+                "engine_env",
+                f"{engine.name} {version} is installed but will not start: {what} ({', '.join(found.modules)})",
+                remedy,
+                **found.model_dump(),
+            )
+        ]
     out = [
         ok(
             "engine_env",
