@@ -162,7 +162,9 @@ class Store:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path or os.environ.get("FIRSTLIGHT_STORE") or DEFAULT_STORE).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.path.exists():  # readable by its owner only; SQLite gives its -wal and -shm the same mode
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")

@@ -101,3 +101,27 @@ def test_missing_model_file_is_diagnosed_from_its_log(tmp_path: Path) -> None:
         "failed to open GGUF file" in diagnosis["root_cause_line"]
         and "no-such-model.gguf" in diagnosis["root_cause_line"]
     )
+
+
+def test_secrets_reach_the_engine_but_never_the_store(tmp_path: Path) -> None:
+    """A token in the spec's env: the engine runs with it; the store, `status --json` and the events hold it
+    redacted; the store and the logs are readable by their owner only."""
+    token = "hf_do_not_store_me_4711"
+    spec = llama_spec(tmp_path, env={"HF_TOKEN": token})
+    store = tmp_path / "private" / "s.db"
+    launch = fl.up(spec, store=store)
+    try:
+        record = launch.wait(timeout=120)
+        assert record.state == fl.LaunchState.READY, record.reason
+        environ = Path(f"/proc/{record.pid}/environ").read_bytes().split(b"\0")
+        assert f"HF_TOKEN={token}".encode() in environ  # the engine has it
+        assert record.spec["env"]["HF_TOKEN"] == "<redacted>"
+        status = firstlight("status", "--json", store=store, timeout=60)
+        assert token not in status.stdout and token not in firstlight("watch", "--json", store=store).stdout
+    finally:
+        launch.down()
+    for path in store.parent.iterdir():  # the database and its -wal/-shm files
+        assert token.encode() not in path.read_bytes(), path
+        assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
+    assert store.parent.stat().st_mode & 0o077 == 0
+    assert launch.log_path.stat().st_mode & 0o077 == 0 and launch.log_path.parent.stat().st_mode & 0o077 == 0

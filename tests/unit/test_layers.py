@@ -18,7 +18,7 @@ SRC = ROOT / "src" / "firstlight"
 
 # Lowest first. A module may import from its own unit and from lower floors, never from a higher one.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("version", "errors", "logs", "nvml", "records"),
+    ("version", "errors", "logs", "nvml", "records", "secrets"),
     ("engines",),
     ("deployment", "store", "facts"),
     ("preflight", "diagnosis", "rendering", "benchmark", "testing"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -11,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from firstlight.launch.supervisor import group_members, group_reused, stop_group
+from firstlight.launch.supervisor import SECRETS_VAR, group_members, group_reused, private_log, stop_group
+from firstlight.secrets import split_secrets
 from firstlight.store import LaunchRecord, LaunchState, Store
 
 if TYPE_CHECKING:
@@ -21,14 +24,17 @@ if TYPE_CHECKING:
 def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
     """Record the launch and start its watcher, which starts the engine. Returns at once."""
     log_dir = Path(dep.log_dir).expanduser()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    launch_id = store.add_launch(dep.name, dep.engine, dep.model_dump(mode="json"), dep.url, "")
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # an engine's log can hold what it was given
+    public, secrets = split_secrets(dep.model_dump(mode="json"))
+    launch_id = store.add_launch(dep.name, dep.engine, public, dep.url, "")
     # The time makes the name unique across stores sharing a log directory: a launch never appends to
     # (and is never diagnosed with) an older launch's log.
     stem = f"{_safe(dep.name)}-{launch_id}-{time.strftime('%Y%m%d-%H%M%S')}"
     log_path = log_dir / f"{stem}.log"
     store.update_launch(launch_id, log_path=str(log_path))
-    with open(log_dir / f"{stem}.watcher.log", "ab") as wlog:
+    # The secrets reach the watcher in its environment, which only this user can read, never in a file.
+    env = {**os.environ, SECRETS_VAR: json.dumps(secrets)} if secrets else None
+    with private_log(log_dir / f"{stem}.watcher.log") as wlog:
         subprocess.Popen(
             [
                 sys.executable,
@@ -43,6 +49,7 @@ def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
             stdout=wlog,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
         )
     launch = store.get_launch(launch_id)
     assert launch is not None

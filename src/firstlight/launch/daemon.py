@@ -7,13 +7,17 @@ the terminal closes; the engine is its child, so its exit is noticed the moment 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
 import sys
 import time
 import traceback
 
 from firstlight.deployment import Deployment
+from firstlight.launch.supervisor import SECRETS_VAR
 from firstlight.launch.watcher import Watcher
+from firstlight.secrets import merge_secrets
 from firstlight.store import LaunchState, Store
 
 
@@ -29,8 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # The watcher must outlive a closed terminal; `down` stops the engine, and the watcher follows.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # the spec as given: the store holds it with its secrets redacted; the values came in this environment,
+    # and are taken out of it so that the engine sees only its own variables
+    secrets = json.loads(os.environ.pop(SECRETS_VAR, "") or "{}")
     try:
-        outcome = Watcher(store, launch.id, Deployment.model_validate(launch.spec)).run()
+        outcome = Watcher(store, launch.id, Deployment.model_validate(merge_secrets(launch.spec, secrets))).run()
     except Exception as e:
         traceback.print_exc()
         store.update_launch(launch.id, state=LaunchState.FAILED, ended=time.time(), reason=f"watcher error: {e}")

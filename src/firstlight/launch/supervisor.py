@@ -9,9 +9,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import psutil
+
+# The watcher's environment variable that carries a launch's secrets (the store keeps them redacted).
+SECRETS_VAR = "FIRSTLIGHT_LAUNCH_SECRETS"
 
 if TYPE_CHECKING:
     from firstlight.deployment import Deployment
@@ -40,7 +43,7 @@ def engine_env(dep: Deployment, adapter: EngineAdapter) -> dict[str, str]:
 def start_engine(dep: Deployment, adapter: EngineAdapter, log_path: Path) -> Started:
     argv = adapter.argv(dep)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab", buffering=0) as log:
+    with private_log(log_path) as log:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -79,6 +82,11 @@ def launch_members(pgid: int | None, leader_start: float | None) -> list[psutil.
     if pgid is None or group_reused(pgid, leader_start) is not None:
         return []
     return group_members(pgid)
+
+
+def private_log(path: Path) -> BinaryIO:
+    """A log opened for appending, readable by its owner only (mode 0600): engines print their arguments."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab", buffering=0)
 
 
 def group_members(pgid: int) -> list[psutil.Process]:

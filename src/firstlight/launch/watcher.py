@@ -27,6 +27,7 @@ from firstlight.launch.probe import ProbeResult, ReadinessProber
 from firstlight.launch.supervisor import process_start_time, start_engine, stop_group
 from firstlight.logs import PHASE_INDEX, LogFollower
 from firstlight.nvml import Nvml
+from firstlight.secrets import redact_argv
 from firstlight.store import LaunchState, Store
 
 TICK_S = 0.05
@@ -95,10 +96,10 @@ class Watcher:
                 pid=started.pid,
                 pgid=pgid,
                 leader_start=process_start_time(started.pid),
-                argv=started.argv,
+                argv=redact_argv(started.argv),
                 watcher_pid=os.getpid(),
             )
-            self.event("phase", "process_start", entered=True, pid=started.pid, argv=started.argv)
+            self.event("phase", "process_start", entered=True, pid=started.pid, argv=redact_argv(started.argv))
             threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
         stop_sampling = threading.Event()
         if self.nvml.available:

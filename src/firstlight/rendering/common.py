@@ -15,9 +15,9 @@ from firstlight.engines import get_engine
 from firstlight.errors import RenderError
 from firstlight.facts import Facts
 from firstlight.facts.model import gather_model_facts
+from firstlight.secrets import SECRET_NAME
 from firstlight.version import __version__
 
-SECRET_NAME = re.compile(r"(?i)(token|key|secret|password|passwd|credential)")
 # NCCL documents these as debugging-only: "should not be used in production nor retained in scripts".
 NCCL_DEBUG_ONLY = {
     "NCCL_P2P_DISABLE",
