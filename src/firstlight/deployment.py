@@ -154,6 +154,27 @@ class Deployment(BaseModel):
             return None
         return self.stall.get(phase, DEFAULT_STALL_S[phase])
 
+    def arg(self, name: str) -> Any:
+        """The value of engine flag `name` in `args` (mapping or list form): True for a bare flag, else None."""
+        if isinstance(self.args, dict):
+            for key, value in self.args.items():
+                if key.lstrip("-") == name:
+                    return value
+            return None
+        args = list(self.args)
+        for i, a in enumerate(args):
+            if a == f"--{name}":
+                return args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
+            if a.startswith(f"--{name}="):
+                return a.split("=", 1)[1]
+        return None
+
+    def arg_names(self) -> list[str]:
+        """The long flags in `args`, as `--name`."""
+        if isinstance(self.args, dict):
+            return [k if k.startswith("-") else f"--{k}" for k in self.args]
+        return [a.split("=", 1)[0] for a in self.args if a.startswith("--")]
+
     def with_supervisor(self, supervisor: str) -> Deployment:
         """The same launch under another supervisor (embedded or systemd)."""
         if supervisor not in ("embedded", "systemd"):

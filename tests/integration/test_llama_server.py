@@ -104,10 +104,12 @@ def test_missing_model_file_is_diagnosed_from_its_log(tmp_path: Path) -> None:
 
 
 def test_secrets_reach_the_engine_but_never_the_store(tmp_path: Path) -> None:
-    """A token in the spec's env: the engine runs with it; the store, `status --json` and the events hold it
+    """A token in the spec's env and an API key in its args: the engine runs with both (and is ready: the
+    readiness probe sends the key the server demands); the store, `status --json` and the events hold them
     redacted; the store and the logs are readable by their owner only."""
-    token = "hf_do_not_store_me_4711"
-    spec = llama_spec(tmp_path, env={"HF_TOKEN": token})
+    token, key = "hf_do_not_store_me_4711", "sk-do-not-store-me-0815"
+    args = {"ctx-size": 4096, "parallel": 4, "threads": 1, "api-key": key}
+    spec = llama_spec(tmp_path, env={"HF_TOKEN": token}, args=args)
     store = tmp_path / "private" / "s.db"
     launch = fl.up(spec, store=store)
     try:
@@ -115,13 +117,16 @@ def test_secrets_reach_the_engine_but_never_the_store(tmp_path: Path) -> None:
         assert record.state == fl.LaunchState.READY, record.reason
         environ = Path(f"/proc/{record.pid}/environ").read_bytes().split(b"\0")
         assert f"HF_TOKEN={token}".encode() in environ  # the engine has it
-        assert record.spec["env"]["HF_TOKEN"] == "<redacted>"
-        status = firstlight("status", "--json", store=store, timeout=60)
-        assert token not in status.stdout and token not in firstlight("watch", "--json", store=store).stdout
+        assert key.encode() in Path(f"/proc/{record.pid}/cmdline").read_bytes()
+        assert httpx.get(record.url + "/v1/models", timeout=5).status_code == 401  # it demands the key
+        assert record.spec["env"]["HF_TOKEN"] == "<redacted>" and record.spec["args"]["api-key"] == "<redacted>"
+        assert key not in " ".join(record.argv)
+        shown = firstlight("status", "--json", store=store).stdout + firstlight("watch", "--json", store=store).stdout
+        assert token not in shown and key not in shown
     finally:
         launch.down()
     for path in store.parent.iterdir():  # the database and its -wal/-shm files
-        assert token.encode() not in path.read_bytes(), path
+        assert token.encode() not in path.read_bytes() and key.encode() not in path.read_bytes(), path
         assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))
     assert store.parent.stat().st_mode & 0o077 == 0
     assert launch.log_path.stat().st_mode & 0o077 == 0 and launch.log_path.parent.stat().st_mode & 0o077 == 0

@@ -164,6 +164,13 @@ class EngineAdapter:
             raise ValueError(f"firstlight reads {self.name} logs but does not launch it")
         return self.build_argv(dep)
 
+    def api_key(self, dep: Deployment) -> str | None:
+        """The API key the server will demand, from its flag or its environment variable, if the spec sets one."""
+        value = dep.arg(self.api_key_flag)
+        if isinstance(value, str):
+            return value
+        return next((dep.env[name] for name in self.api_key_env if dep.env.get(name)), None)
+
     def machine(self, offline: bool = False) -> PhaseMachine:
         """Offline, the engine's own ready line means ready; live, ready needs a generated token too."""
         rules = self.phases

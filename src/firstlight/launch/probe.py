@@ -73,8 +73,11 @@ class ReadinessProber:
     SLOW_MAX_S = 2.0
     FAST_S = 0.05
 
-    def __init__(self, url: str, health_path: str, model: str, gen_timeout: float, on_result) -> None:  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, url: str, health_path: str, model: str, gen_timeout: float, on_result, api_key: str | None = None
+    ) -> None:
         self.url, self.health_path, self.model, self.gen_timeout = url, health_path, model, gen_timeout
+        self.api_key = api_key  # a server started with an API key answers /v1 only with it
         self.on_result = on_result
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -95,7 +98,7 @@ class ReadinessProber:
     def _run(self) -> None:
         delay = 0.5
         last_detail = ""
-        with httpx.Client(trust_env=False) as client:
+        with httpx.Client(trust_env=False, headers=endpoint.headers(self.api_key)) as client:
             while not self._stop.is_set():
                 self._wake.wait(self.FAST_S if self._fast else delay)
                 self._wake.clear()

@@ -110,6 +110,7 @@ class Watcher:
             self.adapter.request_model(self.dep),
             self.dep.probe_timeout,
             lambda r: self.inbox.put(("probe", r)),
+            self.adapter.api_key(self.dep),
         )
         prober.start()
         follower = LogFollower(self.log_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from firstlight.deployment import Deployment
 from firstlight.engines import EngineAdapter
 from firstlight.facts import Facts, SoftwareFacts
-from firstlight.preflight.finding import Finding, arg, arg_names, fail, ok, used_gpus, version_tuple, warn
+from firstlight.preflight.finding import Finding, fail, ok, used_gpus, version_tuple, warn
 
 MIN_FLAGS_KNOWN = 100  # fewer flags found in the engine's source means the lookup failed: do not judge
 
@@ -77,7 +77,7 @@ def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
     version = sw.version_of(engine) if sw else None
     deprecated = engine.software.deprecated_flags
     out = []
-    for name in arg_names(dep):
+    for name in dep.arg_names():
         if name in deprecated and version_tuple(version) >= version_tuple(deprecated[name][0]):
             since, instead = deprecated[name]
             out.append(
@@ -97,7 +97,7 @@ def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
         out.append(
             ok(
                 "engine_flags",
-                f"{len(arg_names(dep))} extra flag(s) known to {engine.name} {version}"
+                f"{len(dep.arg_names())} extra flag(s) known to {engine.name} {version}"
                 if len(known) >= MIN_FLAGS_KNOWN
                 else "engine flags not checked (flag list unavailable)",
             )
@@ -116,7 +116,7 @@ def check_attention_backend(facts: Facts, dep: Deployment, engine: EngineAdapter
         return [ok("attention_backend", f"{engine.name} chooses its own attention kernels")]
     ladder = backends.ladder(major, kind)
     cc = gpus[0].compute_capability
-    chosen = [(f, str(arg(dep, f))) for f in backends.flags if arg(dep, f)]
+    chosen = [(f, str(dep.arg(f))) for f in backends.flags if dep.arg(f)]
     if backends.env and dep.env.get(backends.env):
         chosen.append((backends.env, dep.env[backends.env]))
     if not chosen:

@@ -55,28 +55,6 @@ def fail(id: str, message: str, remedy: str, **evidence: Any) -> Finding:
     return Finding(id, "fail", message, evidence, remedy)
 
 
-def arg(dep: Deployment, name: str) -> Any:
-    """The value of engine flag `name` in the spec's args (mapping or list form), or None."""
-    if isinstance(dep.args, dict):
-        for key, value in dep.args.items():
-            if key.lstrip("-") == name:
-                return value
-        return None
-    args = list(dep.args)
-    for i, a in enumerate(args):
-        if a == f"--{name}":
-            return args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
-        if a.startswith(f"--{name}="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def arg_names(dep: Deployment) -> list[str]:
-    if isinstance(dep.args, dict):
-        return [k if k.startswith("-") else f"--{k}" for k in dep.args]
-    return [a.split("=", 1)[0] for a in dep.args if a.startswith("--")]
-
-
 def version_tuple(v: str | None) -> tuple[int, ...]:
     if not v:
         return ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from firstlight.deployment import Deployment
 from firstlight.engines import EngineAdapter
 from firstlight.facts import Facts
-from firstlight.preflight.finding import Finding, arg, fail, ok, warn
+from firstlight.preflight.finding import Finding, fail, ok, warn
 
 MIN_DISK_GIB = 20
 MIN_SHM_GIB = 1
@@ -30,8 +30,7 @@ def check_host(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Fin
         )
     elif port is not None:
         out.append(ok("port", f"port {dep.port} on {dep.host} is free"))
-    has_key = arg(dep, engine.api_key_flag) or any(dep.env.get(name) for name in engine.api_key_env)
-    if dep.host in ("0.0.0.0", "::", "") and not has_key:
+    if dep.host in ("0.0.0.0", "::", "") and not engine.api_key(dep):
         out.append(
             warn(
                 "bind",

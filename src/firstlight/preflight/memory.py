@@ -7,7 +7,7 @@ import math
 from firstlight.deployment import Deployment
 from firstlight.engines import EngineAdapter
 from firstlight.facts import Facts, ModelConfig
-from firstlight.preflight.finding import Finding, arg, fail, ok, used_gpus, warn
+from firstlight.preflight.finding import Finding, fail, ok, used_gpus, warn
 
 GIB = 1024**3
 # Activations, CUDA graphs, NCCL and allocator slack per GPU: a stated, deliberately round figure.
@@ -17,7 +17,7 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
 
 def memory_fraction(dep: Deployment, engine: EngineAdapter) -> float:
     flag = engine.memory.fraction_flag
-    value = arg(dep, flag) if flag else None
+    value = dep.arg(flag) if flag else None
     return float(value) if value is not None else engine.memory.default_fraction
 
 
@@ -27,13 +27,13 @@ def kv_bytes_per_token(config: ModelConfig, dep: Deployment, engine: EngineAdapt
     layers = config.num_hidden_layers
     if not layers:
         return None
-    kv_dtype = str(arg(dep, engine.memory.kv_dtype_flag) or "auto")
+    kv_dtype = str(dep.arg(engine.memory.kv_dtype_flag) or "auto")
     if kv_dtype.startswith("fp8"):
         elem = 1.0
     elif kv_dtype.startswith("fp4"):
         elem = 0.5
     else:
-        model_dtype = str(arg(dep, "dtype") or config.dtype or "bfloat16").replace("torch.", "")
+        model_dtype = str(dep.arg("dtype") or config.dtype or "bfloat16").replace("torch.", "")
         elem = DTYPE_BYTES.get(model_dtype, 2)
     layers_per_gpu = math.ceil(layers / dep.parallel.pp)
     if config.attention == "MLA":
@@ -64,9 +64,9 @@ def _memory_fit(facts: Facts, dep: Deployment, engine: EngineAdapter) -> Finding
     per_token = kv_bytes_per_token(config, dep, engine)
     flags = engine.memory
     context = int(
-        (arg(dep, flags.context_flag) if flags.context_flag else None) or config.max_position_embeddings or 4096
+        (dep.arg(flags.context_flag) if flags.context_flag else None) or config.max_position_embeddings or 4096
     )
-    concurrency = int((arg(dep, flags.concurrency_flag) if flags.concurrency_flag else None) or 1)
+    concurrency = int((dep.arg(flags.concurrency_flag) if flags.concurrency_flag else None) or 1)
     fraction = memory_fraction(dep, engine)
     gpu = min(gpus, key=lambda g: g.memory.total_gib)
     budget = gpu.memory.total_gib * fraction
