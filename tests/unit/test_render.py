@@ -210,3 +210,11 @@ def test_hostile_model_paths_pass_systemd_analyze(tmp_path: Path, name: str) -> 
     assert not problems, res.stderr
     working = next(line for line in text.splitlines() if line.startswith("WorkingDirectory="))
     assert working == "WorkingDirectory=" + str(model.parent).replace("%", "%%")
+
+
+def test_the_cli_offers_every_format_the_library_renders() -> None:
+    import importlib
+
+    from firstlight.rendering import FORMATS
+
+    assert importlib.import_module("firstlight.cli.render").FORMATS == FORMATS

@@ -7,7 +7,7 @@ import typer
 
 from firstlight.cli.common import console, err_console, fail
 
-FORMATS = ("systemd", "sh", "lws", "slurm")
+FORMATS = ("systemd", "sh", "lws", "slurm")  # the renderers' own list, kept here so that --help loads none of them
 
 
 def render(

@@ -31,7 +31,6 @@ DISTRIBUTION_OF = {
     "attr": "attrs",
     "dateutil": "python-dateutil",
     "jwt": "PyJWT",
-    "sentencepiece": "sentencepiece",
 }
 _MISSING = re.compile(r"No module named '(?P<module>[\w.]+)'")
 _IMPORT = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"

@@ -15,7 +15,7 @@ from firstlight.engines import get_engine
 from firstlight.errors import RenderError
 from firstlight.facts import Facts
 from firstlight.facts.model import gather_model_facts
-from firstlight.secrets import SECRET_NAME
+from firstlight.secrets import is_secret
 from firstlight.version import __version__
 
 # NCCL documents these as debugging-only: "should not be used in production nor retained in scripts".
@@ -79,7 +79,7 @@ def prepare(dep: Deployment, source: str, facts: Facts | None = None) -> Renderi
     argv, secrets = _argv_without_secrets(dep)
     for key, value in dep.env.items():
         _no_newline(key, value)
-        if SECRET_NAME.search(key):
+        if is_secret(key):
             secrets[key] = value
     env = environment_profile(dep, facts or Facts())
     return Rendering(dep, source, argv, env, secrets, start_timeout(dep))
@@ -93,7 +93,7 @@ def _argv_without_secrets(dep: Deployment) -> tuple[list[str], dict[str, str]]:
     while i < len(argv):
         arg = argv[i]
         _no_newline("argument", arg)
-        if arg.startswith("--") and SECRET_NAME.search(arg) and i + 1 < len(argv):
+        if arg.startswith("--") and is_secret(arg) and i + 1 < len(argv):
             name = "FIRSTLIGHT_" + re.sub(r"[^A-Z0-9]", "_", arg[2:].upper())
             secrets[name] = argv[i + 1]
             out += [arg, "${" + name + "}"]
@@ -116,7 +116,7 @@ def environment_profile(dep: Deployment, facts: Facts) -> list[EnvVar]:
     world = dep.parallel.tp * dep.parallel.pp
     out: list[EnvVar] = []
     for key, value in dep.env.items():
-        if SECRET_NAME.search(key):
+        if is_secret(key):
             continue
         why = "from the spec"
         if key in NCCL_DEBUG_ONLY:
