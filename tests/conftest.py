@@ -41,9 +41,11 @@ def tiny_spec(tmp_path: Path, **overrides: Any) -> Path:
         "stall": {"process_start": 240},
         "log_dir": str(tmp_path / "logs"),
     }
-    for key, value in overrides.items():
+    for key, value in overrides.items():  # a mapping merges into the default, None removes a key
         if isinstance(value, dict) and isinstance(spec.get(key), dict):
-            spec[key] = {**spec[key], **value}
+            spec[key] = {k: v for k, v in {**spec[key], **value}.items() if v is not None}
+        elif value is None:
+            spec.pop(key, None)
         else:
             spec[key] = value
     path = tmp_path / f"spec-{spec['port']}.yaml"

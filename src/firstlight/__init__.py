@@ -13,6 +13,10 @@ The library under the command line::
         print(record.diagnosis["diagnosis"])                # category, root-cause line, remedy
     launch.down()
 
+    plan = firstlight.load_plan("campaign.yaml")            # variants × load × repeats, a fallback ladder
+    outcome = firstlight.sweep(plan)                        # each variant up, every cell measured, down
+    data = firstlight.sweep_report(outcome.sweep_id)        # speedups, crossover, SLO knee, Pareto
+
 Names are imported when first used, so `import firstlight` (and every quick command) stays fast.
 """
 
@@ -60,10 +64,14 @@ _LAZY: dict[str, str] = {
     "BenchResult": "firstlight.benchmark",
     "report": "firstlight.reports",
     "render": "firstlight.rendering",
+    "sweep": "firstlight.sweep",
+    "load_plan": "firstlight.sweep",
+    "sweep_report": "firstlight.sweep",
+    "SweepPlan": "firstlight.sweep",
     "Artefact": "firstlight.rendering",
 }
 # where the public name differs from the defining module's
-_RENAMED = {"load_spec": "load_deployment", "bench": "run_bench"}
+_RENAMED = {"load_spec": "load_deployment", "bench": "run_bench", "sweep": "run_sweep"}
 
 if TYPE_CHECKING:
     from firstlight.benchmark import BenchConfig, BenchResult
@@ -76,6 +84,8 @@ if TYPE_CHECKING:
     from firstlight.preflight import Finding, Findings, check
     from firstlight.rendering import Artefact, render
     from firstlight.reports import report
+    from firstlight.sweep import SweepPlan, load_plan, sweep_report
+    from firstlight.sweep import run_sweep as sweep
 
 
 def __getattr__(name: str) -> Any:
@@ -109,6 +119,7 @@ __all__ = [
     "RunNotFound",
     "SpecError",
     "StoreError",
+    "SweepPlan",
     "SystemdUnavailable",
     "__version__",
     "bench",
@@ -118,9 +129,12 @@ __all__ = [
     "gather_facts",
     "get_launch",
     "load_facts",
+    "load_plan",
     "load_spec",
     "render",
     "report",
+    "sweep",
+    "sweep_report",
     "up",
     "wait",
 ]

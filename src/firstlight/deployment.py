@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ EXAMPLES: dict[str, str] = {
     "log_dir": "log_dir: ~/.firstlight/logs",
     "name": "name: tiny-vllm-cpu",
     "probe_timeout": "probe_timeout: 30",
+    "speculative": "speculative: {method: eagle3, draft: /models/k26-eagle3, tokens: 3}   # or {method: ngram, ...}",
 }
 
 # Seconds a phase may go without a progress event before the launch counts as stalled. A 600 GB
@@ -74,6 +76,36 @@ class Parallel(BaseModel):
         return max(1, self.world_size // self.nodes)
 
 
+# Methods of the engine-neutral form; the draft model they need (mtp drafts with the model's own layers).
+SPEC_METHODS = ("eagle3", "eagle", "mtp", "ngram", "dflash", "draft_model")
+NEEDS_DRAFT = frozenset({"eagle3", "eagle", "dflash", "draft_model"})
+
+
+class Speculative(BaseModel):
+    """Speculative decoding, said once for every engine; each adapter turns it into its own flags."""
+
+    model_config = ConfigDict(extra="forbid")
+    method: Literal["eagle3", "eagle", "mtp", "ngram", "dflash", "draft_model"]
+    draft: str | None = Field(None, description="the draft model: a local directory or a hub id")
+    tokens: int = Field(ge=1, description="tokens drafted per step (a DFlash block's size)")
+    topk: int = Field(1, ge=1, description="EAGLE tree width per step; 1 drafts a chain")
+    verify: int | None = Field(None, ge=1, description="tokens verified per step in a tree (default tokens+1)")
+    lookup_min: int | None = Field(None, ge=1, description="n-gram: the shortest match looked up")
+    lookup_max: int | None = Field(None, ge=1, description="n-gram: the longest match looked up")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Speculative:
+        if self.method in NEEDS_DRAFT and not self.draft:
+            raise ValueError(f"method {self.method} drafts with a model of its own: give draft (a path)")
+        if self.method == "ngram" and self.draft:
+            raise ValueError("method ngram drafts from the prompt: remove draft")
+        if self.method != "ngram" and (self.lookup_min or self.lookup_max):
+            raise ValueError("lookup_min and lookup_max are for method ngram")
+        if self.lookup_min and self.lookup_max and self.lookup_min > self.lookup_max:
+            raise ValueError("lookup_min must not exceed lookup_max")
+        return self
+
+
 class Deployment(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -96,6 +128,7 @@ class Deployment(BaseModel):
     stall: dict[str, float] = Field(default_factory=dict)
     log_dir: Path = Path("~/.firstlight/logs")
     probe_timeout: float = Field(60.0, gt=0, description="seconds for the one-token readiness generation")
+    speculative: Speculative | None = Field(None, description="speculative decoding, engine-neutral")
 
     @field_validator("engine")
     @classmethod
@@ -149,6 +182,16 @@ class Deployment(BaseModel):
             self.name = self.served_model_name
         return self
 
+    @model_validator(mode="after")
+    def _speculative_flags(self) -> Deployment:
+        if self.speculative is None:
+            return self
+        flags = get_engine(self.engine).speculative_flags(self.speculative)  # ValueError: not for this engine
+        both = sorted(set(flags) & set(self.arg_names()))
+        if both:
+            raise ValueError(f"args sets {', '.join(both)} too: say speculative decoding once, in one form")
+        return self
+
     def stall_allowance(self, phase: str) -> float | None:
         if phase not in DEFAULT_STALL_S:
             return None
@@ -193,6 +236,10 @@ class Deployment(BaseModel):
     def resolved(self, base: Path) -> Deployment:
         """Paths in a spec file are relative to the file, so a spec works from any directory."""
         update: dict[str, Any] = {}
+        spec = self.speculative
+        if spec is not None and spec.draft and spec.draft.startswith((".", "/", "~")):
+            draft = Path(spec.draft).expanduser()
+            update["speculative"] = spec.model_copy(update={"draft": os.path.normpath(base / draft)})
         for field in ("python", "program", "model", "log_dir"):
             if getattr(self, field) is None:
                 continue
@@ -211,19 +258,29 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: the spec is not valid"]
+def format_validation_error(
+    err: ValidationError,
+    source: str,
+    what: str = "spec",
+    examples: dict[str, str] | None = None,
+    fields: Iterable[str] | None = None,
+) -> str:
+    """Pydantic's errors as lines that name the field, say what is wrong in our words, and show a right
+    value (`examples`, by top-level field); an unknown field lists the known ones."""
+    examples = EXAMPLES if examples is None else examples
+    known = ", ".join(fields if fields is not None else Deployment.model_fields)
+    lines = [f"{source}: the {what} is not valid"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            msg = f"unknown field; known fields: {', '.join(Deployment.model_fields)}"
+            msg = f"unknown field; known fields: {known}"
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif e["type"] == "value_error":
             msg = str(e["ctx"]["error"])  # our validators' own words, without pydantic's "Value error, "
         top = str(e["loc"][0]) if e["loc"] else ""
-        example = EXAMPLES.get(top, "")
+        example = examples.get(top, "")
         lines.append(f"  {loc}: {msg}" + (f"\n      e.g. {example}" if example else ""))
     return "\n".join(lines)
 
@@ -255,4 +312,4 @@ def as_deployment(spec: Deployment | Path | str) -> Deployment:
     return spec if isinstance(spec, Deployment) else load_deployment(spec)
 
 
-__all__ = ["Deployment", "Parallel", "SpecError", "as_deployment", "load_deployment"]
+__all__ = ["Deployment", "Parallel", "SpecError", "Speculative", "as_deployment", "load_deployment"]

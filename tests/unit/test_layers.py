@@ -23,6 +23,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("deployment", "store", "facts"),
     ("preflight", "diagnosis", "rendering", "benchmark", "testing"),
     ("launch", "reports"),
+    ("sweep",),
     ("__init__",),  # the public API, over everything
     ("cli", "__main__"),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import resource
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -236,8 +237,27 @@ class StreamConnection(asyncio.Protocol):
             fut.set_result(rec)
 
 
+RESERVED_FDS = 64  # descriptors kept for the store, its writer, imports and the level's summary
+
+
+def connection_budget() -> int:
+    """How many connections this process may hold: the open-files limit, raised to its hard ceiling where
+    the soft one is lower (as the engines do), less what the rest of the benchmark needs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return max(soft - RESERVED_FDS, 1)
+
+
 class ConnectionPool:
-    """Idle keep-alive connections to one target; a request takes one, or opens a new one."""
+    """Idle keep-alive connections to one target; a request takes one, or opens a new one (within the
+    open-files budget: past it a request fails as a connection error, counted, rather than the process
+    running out of descriptors for its own store and summary)."""
 
     # uvicorn closes idle keep-alive connections after 5 s: never reuse one that may be closing.
     MAX_IDLE_S = 3.0
@@ -245,10 +265,24 @@ class ConnectionPool:
     def __init__(self, target: Target) -> None:
         self.target = target
         self._idle: list[StreamConnection] = []
+        self._open: list[StreamConnection] = []
+        self._opening = 0
+        self.budget = connection_budget()
 
     async def _connect(self) -> StreamConnection:
+        self._open = [c for c in self._open if not c.closed]
+        if len(self._open) + self._opening >= self.budget:
+            raise OSError(
+                f"the open-files limit leaves no descriptor for another connection "
+                f"(room for {self.budget}; raise it with ulimit -n)"
+            )
         loop = asyncio.get_running_loop()
-        _, proto = await loop.create_connection(lambda: StreamConnection(loop), self.target.host, self.target.port)
+        self._opening += 1
+        try:
+            _, proto = await loop.create_connection(lambda: StreamConnection(loop), self.target.host, self.target.port)
+        finally:
+            self._opening -= 1
+        self._open.append(proto)
         return proto
 
     async def send(self, rec: RequestRecord, body: bytes, timeout: float) -> RequestRecord:

@@ -6,6 +6,7 @@ launch's readiness probe all build their requests here, so they ask every engine
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -77,10 +78,20 @@ def accepted_extras(
     but transformers serve rejects unknown fields (422). One tiny request finds out; a rejected field is
     dropped (the server's usage still gives each request's true length)."""
     body = request_body(kind, model, "hi", 1, stream=False, **extra)
+    # httpx's timeout is per read: a server that trickles a byte a second would hold this forever
+    deadline = time.monotonic() + timeout
+    answer = b""
     try:
-        r = httpx.post(url + path(kind), json=body, headers=headers(api_key), timeout=timeout, trust_env=False)
+        with httpx.stream(
+            "POST", url + path(kind), json=body, headers=headers(api_key), timeout=timeout, trust_env=False
+        ) as r:
+            for piece in r.iter_bytes():
+                answer += piece
+                if time.monotonic() > deadline:
+                    return extra  # the level itself will say what is wrong with the server
+            status = r.status_code
     except httpx.HTTPError:
-        return extra  # the level itself will say what is wrong with the server
-    if r.status_code in (400, 422) and "ignore_eos" in r.text:
+        return extra
+    if status in (400, 422) and b"ignore_eos" in answer:
         return {k: v for k, v in extra.items() if k != "ignore_eos"}
     return extra

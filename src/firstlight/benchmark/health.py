@@ -26,7 +26,8 @@ async def lag_monitor(samples: list[float], stop: asyncio.Event) -> None:
     while not stop.is_set():
         t = time.perf_counter()
         await asyncio.sleep(LAG_INTERVAL_S)
-        samples.append(time.perf_counter() - t - LAG_INTERVAL_S)
+        # uvloop's timers have millisecond resolution and may fire a little early: that is no lag
+        samples.append(max(0.0, time.perf_counter() - t - LAG_INTERVAL_S))
 
 
 def client_health(lags: list[float], cpu_s: float, wall_s: float) -> dict[str, Any]:

@@ -79,6 +79,8 @@ class LevelRunner:
             self.ctx.writer.put(self.level_id, rec)
             raise
         self.ctx.writer.put(self.level_id, rec)
+        if self.ctx.writer.error is not None:
+            self.abort(f"records can no longer be stored: {self.ctx.writer.error}")
         self.state.done += 1
         if rec.ok:
             self.state.tokens += rec.output_tokens

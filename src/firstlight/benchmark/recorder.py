@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from firstlight.errors import StoreError
 from firstlight.records import RequestRecord
 from firstlight.store import Store
 
@@ -33,6 +34,7 @@ class RecordWriter:
     def __init__(self, store_path: Path, clock: Clock) -> None:
         self.store_path, self.clock = store_path, clock
         self._queue: queue.Queue[tuple[int, RequestRecord] | threading.Event | None] = queue.Queue()
+        self.error: str | None = None  # why records can no longer be committed (the level must stop)
         self._thread = threading.Thread(target=self._run, name="record-writer", daemon=True)
         self._thread.start()
 
@@ -71,8 +73,11 @@ class RecordWriter:
                         item = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
                     except queue.Empty:
                         break
-                if batch:
-                    store.add_requests(batch, self.clock.wall)
+                if batch and self.error is None:
+                    try:
+                        store.add_requests(batch, self.clock.wall)
+                    except StoreError as e:  # a full disk: what was committed stays; nothing more can be
+                        self.error = str(e)
                 for w in waiters:
                     w.set()
         finally:

@@ -19,6 +19,7 @@ from firstlight.cli.logs import logs
 from firstlight.cli.render import render
 from firstlight.cli.report import report
 from firstlight.cli.status import status
+from firstlight.cli.sweep import sweep
 from firstlight.cli.up import up
 from firstlight.cli.watch import watch
 from firstlight.errors import FirstlightError
@@ -30,7 +31,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for command in (check, facts, up, watch, status, logs, down, diagnose, bench, report, render):
+for command in (check, facts, up, watch, status, logs, down, diagnose, bench, sweep, report, render):
     app.command()(command)
 
 

@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 
 def _row(launch: "LaunchRecord") -> dict[str, Any]:
-    from firstlight.launch.supervisor import launch_members
+    from firstlight.launch.supervisor import alive, launch_members
 
+    running = bool(launch_members(launch.pgid, launch.leader_start))
+    watcher = bool(launch.watcher_pid) and alive(launch.watcher_pid or 0)
     return {
         "id": launch.id,
         "name": launch.name,
@@ -23,7 +25,9 @@ def _row(launch: "LaunchRecord") -> dict[str, Any]:
         "phase": launch.phase,
         "url": launch.url,
         "pid": launch.pid,
-        "running": bool(launch_members(launch.pgid, launch.leader_start)),
+        "running": running,
+        # the engine runs on, but nothing watches it: `watch` takes it over
+        "watcher_lost": running and not watcher and launch.state.value != "stopped",
         "created": launch.created,
         "ended": launch.ended,
         "exit_code": launch.exit_code,
@@ -57,6 +61,8 @@ def status(
     now = time.time()
     for r in rows:
         why = r["category"] or (r["reason"] or "")
+        if r["watcher_lost"]:
+            why = f"watcher lost: `firstlight watch {r['id']}` takes over; {why}"
         table.add_row(
             str(r["id"]),
             r["name"],

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from firstlight.cli.common import LaunchArg, StoreOption
+from firstlight.cli.common import LaunchArg, StoreOption, err_console
 
 
 def watch(
@@ -12,8 +12,13 @@ def watch(
     json_out: Annotated[bool, typer.Option("--json", help="print events as JSON lines")] = False,
     store: StoreOption = None,
 ) -> None:
-    """Follow a launch until it is ready, failed or stalled (Ctrl-C detaches; the launch keeps running)."""
+    """Follow a launch until it is ready, failed or stalled (Ctrl-C detaches; the launch keeps running). A
+    launch whose watcher is gone while its engine runs gets a new watcher, which decides."""
     from firstlight.cli.view import follow
     from firstlight.launch import get_launch
 
-    raise typer.Exit(follow(get_launch(launch, store), json_out, stop_on_interrupt=False))
+    handle = get_launch(launch, store)
+    if handle.watcher_lost:
+        handle.reattach()
+        err_console().print(f"launch {handle.id}: its watcher was gone, its engine runs on: a new watcher took over")
+    raise typer.Exit(follow(handle, json_out, stop_on_interrupt=False))

@@ -121,6 +121,9 @@ def _conclude(
     count: int,
 ) -> Report:
     if phases[-1].phase == "ready":
+        after = finder.failed_after(phases[-1].line)
+        if after is not None:  # ready, then a fatal error: the server does not serve
+            return Report("failed", engine, phases, _from_candidate(after), count, finder.wrappers)
         return Report("ready", engine, phases, None, count, finder.wrappers)
     best = finder.best()
     if finder.failed:

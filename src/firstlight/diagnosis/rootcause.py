@@ -36,6 +36,7 @@ ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exce
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
+FAILED_SCORE = 0.45  # a candidate this strong means the launch failed
 
 
 _QUIET_LEVEL = re.compile(
@@ -157,10 +158,18 @@ class RootCauseFinder:
             score *= QUIET_LEVEL_FACTOR
         return score, best
 
-    def best(self) -> Candidate | None:
-        if not self.candidates:
+    def best(self, after: int = 0) -> Candidate | None:
+        """The most likely cause (among the lines after line `after`, when given)."""
+        found = [c for c in self.candidates.values() if c.line_no > after]
+        if not found:
             return None
-        return min(self.candidates.values(), key=lambda c: (-round(c.score, 6), c.line_no))
+        return min(found, key=lambda c: (-round(c.score, 6), c.line_no))
+
+    def failed_after(self, line_no: int) -> Candidate | None:
+        """A cause that names itself (a signature, not a bare error) after the engine said it was ready:
+        the server failed while serving, or before it could (a port taken after startup completed)."""
+        best = self.best(after=line_no)
+        return best if best is not None and best.category != "unknown" and best.score >= FAILED_SCORE else None
 
     @property
     def failed(self) -> bool:
@@ -170,4 +179,4 @@ class RootCauseFinder:
             return True
         if best is None:
             return False
-        return best.score >= 0.45 or (best.category == "unknown" and self.tracebacks > 0)
+        return best.score >= FAILED_SCORE or (best.category == "unknown" and self.tracebacks > 0)

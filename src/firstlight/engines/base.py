@@ -20,7 +20,19 @@ from typing import TYPE_CHECKING, Any
 from firstlight.logs import GENERIC_CLOCK, PhaseMachine, PhaseRule, ProgressRule
 
 if TYPE_CHECKING:  # the spec validates engine names against the adapters, so adapters only annotate with it
-    from firstlight.deployment import Deployment
+    from firstlight.deployment import Deployment, Speculative
+
+
+@dataclass(frozen=True)
+class MethodSource:
+    """Where an installed engine lists the names it accepts for something (its speculative methods): a
+    file relative to its package, the blocks of it that list them (regex, group `block`), the pattern of
+    one name in a block (group `name`), and names it also accepts that are not listed there."""
+
+    file: str
+    block: str
+    name: str
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,8 @@ class Software:
     deprecated_flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The modules whose import proves the server can start (the entry point and what it loads first).
     entrypoints: tuple[str, ...] = ()
+    # Where the installed release lists its speculative-decoding methods.
+    speculative_methods: MethodSource | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,10 @@ class EngineAdapter:
     multinode: MultiNode | None = None
     api_key_flag: str = "api-key"
     api_key_env: tuple[str, ...] = ()
+    # The engine-neutral `speculative:` of a spec as this engine's flags (ValueError for what it cannot do),
+    # and the method's name as the engine knows it; None: firstlight does not know its speculative flags.
+    speculative_args: Callable[[Speculative], dict[str, Any]] | None = None
+    speculative_method: Callable[[str], str] = lambda method: method
 
     @property
     def launchable(self) -> bool:
@@ -162,7 +180,20 @@ class EngineAdapter:
     def argv(self, dep: Deployment) -> list[str]:
         if self.build_argv is None:
             raise ValueError(f"firstlight reads {self.name} logs but does not launch it")
-        return self.build_argv(dep)
+        argv = self.build_argv(dep)
+        if dep.speculative is not None:
+            argv += extra_args(self.speculative_options(dep.speculative))
+        return argv
+
+    def speculative_options(self, spec: Speculative) -> dict[str, Any]:
+        """The engine's flags (name → value) for an engine-neutral `speculative:`; ValueError when this
+        engine cannot do it."""
+        if self.speculative_args is None:
+            raise ValueError(f"firstlight does not know {self.name}'s speculative-decoding flags: set them in args")
+        return self.speculative_args(spec)
+
+    def speculative_flags(self, spec: Speculative) -> list[str]:
+        return [f"--{name}" for name in self.speculative_options(spec)]
 
     def api_key(self, dep: Deployment) -> str | None:
         """The API key the server will demand, from its flag or its environment variable, if the spec sets one."""

@@ -7,7 +7,7 @@ begin", and the older "Init torch distributed begin." and "Capture cuda graph be
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from firstlight.engines.base import (
     ANY,
@@ -15,6 +15,7 @@ from firstlight.engines.base import (
     AttentionBackends,
     EngineAdapter,
     MemoryFlags,
+    MethodSource,
     MultiNode,
     Software,
     SpecDecodeMetrics,
@@ -26,7 +27,7 @@ from firstlight.engines.base import (
 from firstlight.logs import phase_rules, progress_rules
 
 if TYPE_CHECKING:
-    from firstlight.deployment import Deployment
+    from firstlight.deployment import Deployment, Speculative
 
 DIST_PORT = 20000
 
@@ -47,6 +48,37 @@ def build_argv(dep: Deployment) -> list[str]:
     ]
     argv += parallel_flags(dep, {"tp": "--tp-size", "pp": "--pp-size", "dp": "--dp-size", "ep": "--ep-size"})
     return argv + extra_args(dep.args)
+
+
+# --speculative-algorithm names (srt/speculative/spec_info.py; NEXTN is EAGLE over the model's own MTP layers)
+ALGORITHMS = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "NEXTN",
+    "ngram": "NGRAM",
+    "dflash": "DFLASH",
+    "draft_model": "STANDALONE",
+}
+TREE_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
+
+
+def speculative_args(spec: Speculative) -> dict[str, Any]:
+    """SGLang's flags (srt/arg_groups/fields/spec.py): EAGLE-style methods draft `tokens` steps of `topk`
+    and verify `verify` tokens (a chain: tokens + 1); n-gram and DFlash draft `tokens` per step."""
+    if spec.lookup_min is not None or spec.lookup_max is not None:
+        raise ValueError("lookup_min/lookup_max are vLLM's n-gram window; SGLang's n-gram flags go in args")
+    args: dict[str, Any] = {"speculative-algorithm": ALGORITHMS[spec.method]}
+    if spec.draft:
+        args["speculative-draft-model-path"] = spec.draft
+    if spec.method in TREE_METHODS:
+        args["speculative-num-steps"] = spec.tokens
+        args["speculative-eagle-topk"] = spec.topk
+        args["speculative-num-draft-tokens"] = spec.verify or spec.tokens + 1
+    elif spec.topk != 1 or spec.verify is not None:
+        raise ValueError(f"topk and verify are for EAGLE-style methods, not {spec.method}")
+    else:
+        args["speculative-num-draft-tokens"] = spec.tokens
+    return args
 
 
 def node_args(nodes: int, leader: str, rank: str) -> list[str]:
@@ -147,6 +179,13 @@ SGLANG = EngineAdapter(
         module="sglang",
         flag_sources=("srt/server_args.py", "srt/arg_groups"),
         entrypoints=("sglang.launch_server",),
+        # the members of `class SpeculativeAlgorithm(Enum)` (NEXTN is an alias of EAGLE, not a member)
+        speculative_methods=MethodSource(
+            "srt/speculative/spec_info.py",
+            r"^class SpeculativeAlgorithm\b[^\n]*:(?P<block>.*?)\n    (?:@|def )",
+            r"^\s+(?P<name>[A-Z][A-Z0-9_]*)\s*=\s*(?:auto\(\)|\d+)",
+            aliases=("NEXTN",),
+        ),
         deprecated_flags={
             "--disable-cuda-graph": ("0.5.23", "--cuda-graph-backend-decode disabled (and -prefill)"),
             "--enable-dp-attention": ("0.5.23", "--attn-dp-size N"),
@@ -170,5 +209,7 @@ SGLANG = EngineAdapter(
         server_info_key="avg_spec_accept_length",
     ),
     multinode=MultiNode(node_args, workers_serve_health=True, image="lmsysorg/sglang:latest"),
+    speculative_args=speculative_args,
+    speculative_method=lambda method: ALGORITHMS[method],
 )
 ADAPTERS = (SGLANG,)

@@ -8,7 +8,7 @@ API server on" (≤0.10), "Starting vLLM server on" (0.32+); "Model loading took
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from firstlight.engines.base import (
     ANY,
@@ -16,6 +16,7 @@ from firstlight.engines.base import (
     AttentionBackends,
     EngineAdapter,
     MemoryFlags,
+    MethodSource,
     MultiNode,
     Software,
     SpecDecodeMetrics,
@@ -27,7 +28,7 @@ from firstlight.engines.base import (
 from firstlight.logs import phase_rules, progress_rules
 
 if TYPE_CHECKING:
-    from firstlight.deployment import Deployment
+    from firstlight.deployment import Deployment, Speculative
 
 
 def build_argv(dep: Deployment) -> list[str]:
@@ -52,6 +53,21 @@ def build_argv(dep: Deployment) -> list[str]:
     if dep.parallel.ep > 1:
         argv += ["--enable-expert-parallel"]
     return argv + extra_args(dep.args)
+
+
+def speculative_args(spec: Speculative) -> dict[str, Any]:
+    """One JSON flag, `--speculative-config` (vllm/config/speculative.py): the method, the draft model,
+    the tokens per step and, for n-gram, the lookup window."""
+    if spec.topk != 1 or spec.verify is not None:
+        raise ValueError("vLLM drafts a chain here: topk and verify are SGLang's tree settings")
+    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.tokens}
+    if spec.draft:
+        config["model"] = spec.draft
+    if spec.lookup_max is not None:
+        config["prompt_lookup_max"] = spec.lookup_max
+    if spec.lookup_min is not None:
+        config["prompt_lookup_min"] = spec.lookup_min
+    return {"speculative-config": config}
 
 
 def node_args(nodes: int, leader: str, rank: str) -> list[str]:
@@ -163,6 +179,12 @@ VLLM = EngineAdapter(
         module="vllm",
         flag_sources=("engine/arg_utils.py", "config"),
         entrypoints=("vllm.entrypoints.openai.api_server",),
+        # `SpeculativeMethod = Literal[...]` and the `…Types = Literal[...]` it includes
+        speculative_methods=MethodSource(
+            "config/speculative.py",
+            r"^\w*(?:Types|SpeculativeMethod)\s*=\s*Literal\[(?P<block>.*?)\n?\]",
+            r"\"(?P<name>[a-z0-9_]+)\"",
+        ),
     ),
     memory=MemoryFlags(
         fraction_flag="gpu-memory-utilization",
@@ -181,5 +203,6 @@ VLLM = EngineAdapter(
     ),
     multinode=MultiNode(node_args, worker_args=("--headless",), image="vllm/vllm-openai:latest"),
     api_key_env=("VLLM_API_KEY",),
+    speculative_args=speculative_args,
 )
 ADAPTERS = (VLLM,)

@@ -90,6 +90,9 @@ def port_facts(host: str, port: int) -> PortFacts:
     bind_host = "0.0.0.0" if host in ("", "0.0.0.0") else host
     family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as the engines' servers bind (uvicorn sets it): a port whose last server's connections linger in
+        # TIME_WAIT is free to them; one that something listens on is not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((bind_host, port))
             return PortFacts(port=port, host=host, free=True)

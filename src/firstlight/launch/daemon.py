@@ -13,18 +13,46 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
+
+import psutil
 
 from firstlight.deployment import Deployment
 from firstlight.launch.supervisor import SECRETS_VAR
 from firstlight.launch.watcher import Watcher
-from firstlight.secrets import merge_secrets
+from firstlight.secrets import REDACTED, merge_secrets
 from firstlight.store import LaunchState, Store
+
+
+def engine_secrets(public: dict[str, Any], pid: int) -> dict[str, Any]:
+    """The secret values a re-attached watcher needs (the API key its probe sends), read from the engine's
+    own environment and command line: the store never held them."""
+    try:
+        proc = psutil.Process(pid)
+        environ, cmdline = proc.environ(), proc.cmdline()
+    except psutil.Error:
+        return {}
+    out: dict[str, Any] = {}
+    env = {k: environ[k] for k, v in (public.get("env") or {}).items() if v == REDACTED and k in environ}
+    if env:
+        out["env"] = env
+    args = public.get("args")
+    if isinstance(args, dict):
+        found = {}
+        for key, value in args.items():
+            flag = key if key.startswith("-") else f"--{key}"
+            if value == REDACTED and flag in cmdline[:-1]:
+                found[key] = cmdline[cmdline.index(flag) + 1]
+        if found:
+            out["args"] = found
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="firstlight-watcher")
     parser.add_argument("--store", required=True)
     parser.add_argument("--launch", type=int, required=True)
+    parser.add_argument("--attach", action="store_true", help="take over a running engine whose watcher died")
     args = parser.parse_args(argv)
     store = Store(args.store)
     launch = store.get_launch(args.launch)
@@ -36,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     # the spec as given: the store holds it with its secrets redacted; the values came in this environment,
     # and are taken out of it so that the engine sees only its own variables
     secrets = json.loads(os.environ.pop(SECRETS_VAR, "") or "{}")
+    if args.attach and launch.pid:
+        secrets = engine_secrets(launch.spec, launch.pid)
     try:
-        outcome = Watcher(store, launch.id, Deployment.model_validate(merge_secrets(launch.spec, secrets))).run()
+        dep = Deployment.model_validate(merge_secrets(launch.spec, secrets))
+        outcome = Watcher(store, launch.id, dep).run(attach=args.attach)
     except Exception as e:
         traceback.print_exc()
         store.update_launch(launch.id, state=LaunchState.FAILED, ended=time.time(), reason=f"watcher error: {e}")

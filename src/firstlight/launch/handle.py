@@ -7,7 +7,6 @@ launch it can see; the one thing it cannot decide, its own death, is noticed her
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from functools import cached_property
@@ -71,6 +70,60 @@ class Launch:
     def state(self) -> LaunchState:
         return self.record.state
 
+    @property
+    def running(self) -> bool:
+        """Whether any process of the launch's engine group is alive."""
+        from firstlight.launch.supervisor import launch_members
+
+        record = self.record
+        return bool(launch_members(record.pgid, record.leader_start))
+
+    @property
+    def watcher_lost(self) -> bool:
+        """The watcher process is gone while the engine still runs: nobody is deciding about this launch."""
+        record = self.record
+        return (
+            bool(record.watcher_pid)
+            and not _alive(record.watcher_pid)
+            and record.state
+            in (
+                LaunchState.STARTING,
+                LaunchState.READY,
+                LaunchState.FAILED,
+                LaunchState.STALLED,
+            )
+            and self.running
+        )
+
+    def reattach(self, timeout: float = 10.0) -> None:
+        """Start a new watcher for this launch (its engine runs on without one); it decides as the first
+        would have: ready, failed or stalled. Returns once the new watcher has taken the launch."""
+        from firstlight.launch.control import reattach
+
+        old = self.record.watcher_pid
+        reattach(self.store, self.record)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = self.record.watcher_pid
+            if pid != old and _alive(pid):
+                return
+            time.sleep(POLL_S)
+
+    def serves(self, timeout: float = 30.0) -> tuple[bool, str]:
+        """Whether the server still serves as readiness defined it: its health path, then one generated token
+        (a server whose process lives on can have lost its worker). Returns (serves, what it answered)."""
+        import httpx
+
+        from firstlight.benchmark import endpoint
+        from firstlight.launch.probe import check_health, generate_one_token
+
+        dep, adapter = self.deployment, self.adapter
+        with httpx.Client(trust_env=False, headers=endpoint.headers(adapter.api_key(dep))) as client:
+            result = check_health(client, self.url, adapter.health_path)
+            if result.ok:
+                result = generate_one_token(client, self.url, adapter.request_model(dep), timeout)
+        return result.ok, result.detail
+
     def events(self, after_id: int = 0) -> list[Event]:
         return self.store.events(self.id, after_id=after_id)
 
@@ -123,13 +176,9 @@ class Launch:
 def _alive(pid: int | None) -> bool:
     if not pid:
         return True  # the watcher has not started yet
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from firstlight.launch.supervisor import alive
+
+    return alive(pid)
 
 
 def up(

@@ -63,6 +63,16 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True  # another user's process: it exists
+
+
 def group_reused(pgid: int, leader_start: float | None) -> psutil.Process | None:
     """The process now holding `pgid` as its pid when it is not the group leader that was started: then the
     number belongs to someone else and must not be signalled. While any member of a group is alive its id

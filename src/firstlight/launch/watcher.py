@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil
+
 from firstlight.deployment import Deployment
 from firstlight.diagnosis import diagnose_file
 from firstlight.engines import get_engine
 from firstlight.launch import systemd
-from firstlight.launch.probe import ProbeResult, ReadinessProber
+from firstlight.launch.probe import ProbeResult, ReadinessProber, check_health
 from firstlight.launch.supervisor import process_start_time, start_engine, stop_group
 from firstlight.logs import PHASE_INDEX, LogFollower
 from firstlight.nvml import Nvml
@@ -34,6 +37,8 @@ TICK_S = 0.05
 FATAL_GRACE_S = 5.0  # after a fatal line, how long the engine gets to exit by itself
 GPU_SAMPLE_S = 1.0
 GPU_SAMPLE_READY_S = 10.0
+HEALTH_EVERY_S = 5.0  # once ready, the health path is asked this often
+HEALTH_FAILURES = 3  # in a row, after ready: the server has stopped answering (stalled)
 
 
 @dataclass
@@ -44,6 +49,9 @@ class _State:
     fatal_at: float | None = None
     fatal_line: str | None = None
     stalled: bool = False
+    last_health: float = 0.0
+    health_pending: bool = False
+    health_failures: int = 0
 
 
 class Watcher:
@@ -84,9 +92,13 @@ class Watcher:
 
     # the loop
 
-    def run(self) -> LaunchState:
+    def run(self, attach: bool = False) -> LaunchState:
+        """Start the engine and watch it to a decision; with `attach`, take over an engine already running
+        (its watcher died): its exit is polled for, and the log so far is replayed without new events."""
         journal = None
-        if self.dep.supervisor == "systemd":
+        if attach:
+            pgid = self._attach()
+        elif self.dep.supervisor == "systemd":
             journal, pgid = self._start_unit()
         else:
             started = start_engine(self.dep, self.adapter, self.log_path)
@@ -114,6 +126,13 @@ class Watcher:
         )
         prober.start()
         follower = LogFollower(self.log_path)
+        if attach:
+            for line_no, line in follower.read_available():
+                ev = self.machine.feed(line, line_no)
+                if ev is not None and ev.entered:
+                    self.state.phase = ev.phase
+            if PHASE_INDEX[self.state.phase] >= PHASE_INDEX["http_listening"]:
+                prober.hint()
         try:
             return self._loop(follower, prober, pgid)
         finally:
@@ -123,6 +142,33 @@ class Watcher:
             self.nvml.close()
             if journal is not None:
                 journal.terminate()
+
+    def _attach(self) -> int:
+        launch = self.store.get_launch(self.launch_id)
+        assert launch is not None and launch.pid is not None and launch.pgid is not None
+        self.store.update_launch(
+            self.launch_id, watcher_pid=os.getpid(), state=LaunchState.STARTING, reason=None, ended=None
+        )
+        self.event("reattached", launch.phase, watcher_pid=os.getpid())
+        pid, started = launch.pid, launch.leader_start
+        threading.Thread(target=self._poll_exit, args=(pid, started), daemon=True).start()
+        return launch.pgid
+
+    def _poll_exit(self, pid: int, started: float | None) -> None:
+        # not our child: no exit status to wait for, only its absence (or a zombie, or another process
+        # under its number) to notice
+        while True:
+            try:
+                proc = psutil.Process(pid)
+                gone = proc.status() == psutil.STATUS_ZOMBIE or (
+                    started is not None and abs(proc.create_time() - started) > 0.01
+                )
+            except psutil.Error:
+                gone = True
+            if gone:
+                break
+            time.sleep(TICK_S)
+        self.inbox.put(("exit", None))
 
     def _start_unit(self) -> tuple[Any, int]:
         """The systemd supervisor: install and start the unit, copy its journal into the log, and report
@@ -157,6 +203,8 @@ class Watcher:
                 self._on_probe(payload)
             elif kind == "gpu":
                 self.event("gpu", self.state.phase, gpus=payload)
+            elif kind == "health":
+                self._on_health(payload)
             self._check_deadlines(pgid)
             if self.state.outcome == LaunchState.FAILED:
                 return LaunchState.FAILED
@@ -190,6 +238,10 @@ class Watcher:
             self.state.fatal_line = line
             self.event("fatal_line", self.state.phase, line_no=line_no, line=line[:500])
 
+    @property
+    def machine_ready(self) -> bool:
+        return self.state.phase == "ready"
+
     def _on_probe(self, result: ProbeResult) -> None:
         if not result.ok:
             self.event(
@@ -216,9 +268,36 @@ class Watcher:
         )
         self.set_state(LaunchState.READY)
 
+    def _ask_health(self) -> None:
+        with httpx.Client(trust_env=False) as client:
+            self.inbox.put(("health", check_health(client, self.dep.url, self.adapter.health_path)))
+
+    def _on_health(self, result: ProbeResult) -> None:
+        """After ready: a server that stops answering its health path is stalled (a SIGSTOP, a wedged
+        scheduler); one that answers again is ready again."""
+        st = self.state
+        st.health_pending = False
+        if result.ok:
+            st.health_failures = 0
+            if st.outcome == LaunchState.STALLED and st.stalled:
+                st.stalled = False
+                self.set_state(LaunchState.READY, reason=None)
+                self.event("resumed", "ready", detail=result.detail)
+            return
+        st.health_failures += 1
+        if st.health_failures == HEALTH_FAILURES and st.outcome == LaunchState.READY:
+            st.stalled = True
+            reason = f"stopped answering {self.adapter.health_path} after it was ready ({result.detail})"
+            self.set_state(LaunchState.STALLED, reason=reason)
+            self.event("stalled", "ready", reason=reason)
+
     def _check_deadlines(self, pgid: int) -> None:
         st = self.state
         now = time.monotonic()
+        served = st.outcome == LaunchState.READY or (st.outcome == LaunchState.STALLED and self.machine_ready)
+        if served and not st.health_pending and now - st.last_health >= HEALTH_EVERY_S:
+            st.health_pending, st.last_health = True, now
+            threading.Thread(target=self._ask_health, daemon=True).start()
         if st.fatal_at is not None and st.outcome == LaunchState.STARTING and now - st.fatal_at > FATAL_GRACE_S:
             self._fail(f"fatal error in the log: {st.fatal_line}", None, pgid)
             return
@@ -234,7 +313,7 @@ class Watcher:
             self.set_state(LaunchState.STALLED, reason=reason, diagnosis=diagnosis.to_dict())
             self.event("stalled", st.phase, reason=reason, allowance=allowance)
 
-    def _on_exit(self, code: int, pgid: int) -> LaunchState:
+    def _on_exit(self, code: int | None, pgid: int) -> LaunchState:
         self.event("exit", self.state.phase, exit_code=code)
         launch = self.store.get_launch(self.launch_id)
         if launch is not None and launch.state == LaunchState.STOPPED:
@@ -246,11 +325,11 @@ class Watcher:
                 LaunchState.EXITED,
                 exit_code=code,
                 ended=time.time(),
-                reason=f"the engine exited with code {code} after it was ready",
+                reason=f"the engine exited {_code(code)} after it was ready",
             )
             stop_group(pgid, grace=5)
             return LaunchState.EXITED
-        self._fail(f"the engine exited with code {code} during {self.state.phase}", code, pgid)
+        self._fail(f"the engine exited {_code(code)} during {self.state.phase}", code, pgid)
         return LaunchState.FAILED
 
     def _fail(self, reason: str, code: int | None, pgid: int) -> None:
@@ -265,3 +344,7 @@ class Watcher:
             self.event("cleanup", self.state.phase, survivors=survivors)
         self.event("failed", self.state.phase, ts=decided, reason=reason, exit_code=code, diagnosis=diagnosis.to_dict())
         self.set_state(LaunchState.FAILED, reason=reason, exit_code=code, ended=decided, diagnosis=diagnosis.to_dict())
+
+
+def _code(code: int | None) -> str:
+    return f"with code {code}" if code is not None else "(its exit code unknown: it was watched after a re-attach)"

@@ -13,7 +13,12 @@ from firstlight.deployment import Deployment, as_deployment
 from firstlight.engines import EngineAdapter, get_engine
 from firstlight.facts import SECTIONS, Facts, gather_facts, load_facts
 from firstlight.facts.software import with_entrypoint
-from firstlight.preflight.engine import check_attention_backend, check_engine_environment, check_engine_flags
+from firstlight.preflight.engine import (
+    check_attention_backend,
+    check_engine_environment,
+    check_engine_flags,
+    check_speculative,
+)
 from firstlight.preflight.finding import SEVERITY_RANK, Finding, Findings
 from firstlight.preflight.gpus import check_gpu_processes, check_parallelism
 from firstlight.preflight.host import check_host
@@ -27,6 +32,7 @@ CHECKS: tuple[Check, ...] = (
     check_model_files,
     check_engine_environment,
     check_engine_flags,
+    check_speculative,
     check_gpu_processes,
     check_parallelism,
     check_quantization,

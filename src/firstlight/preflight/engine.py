@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from firstlight.deployment import Deployment
 from firstlight.engines import EngineAdapter
+from firstlight.engines.base import extra_args
 from firstlight.facts import Facts, SoftwareFacts
 from firstlight.preflight.finding import Finding, fail, ok, used_gpus, version_tuple, warn
 
@@ -77,7 +80,8 @@ def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
     version = sw.version_of(engine) if sw else None
     deprecated = engine.software.deprecated_flags
     out = []
-    for name in dep.arg_names():
+    speculative = engine.speculative_flags(dep.speculative) if dep.speculative else []
+    for name in [*dep.arg_names(), *speculative]:
         if name in deprecated and version_tuple(version) >= version_tuple(deprecated[name][0]):
             since, instead = deprecated[name]
             out.append(
@@ -97,7 +101,7 @@ def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
         out.append(
             ok(
                 "engine_flags",
-                f"{len(dep.arg_names())} extra flag(s) known to {engine.name} {version}"
+                f"{len(dep.arg_names()) + len(speculative)} extra flag(s) known to {engine.name} {version}"
                 if len(known) >= MIN_FLAGS_KNOWN
                 else "engine flags not checked (flag list unavailable)",
             )
@@ -169,4 +173,39 @@ def check_attention_backend(facts: Facts, dep: Deployment, engine: EngineAdapter
             )
         else:
             out.append(ok("attention_backend", f"{flag} {name} runs {kind} on SM{cc}", ladder=ladder))
+    return out
+
+
+def check_speculative(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    """The engine-neutral `speculative:` is a method the installed engine knows, with a draft model that is
+    there (a local path)."""
+    spec = dep.speculative
+    if spec is None:
+        return []
+    sw = facts.software
+    method = engine.speculative_method(spec.method)
+    known = sw.speculative_methods_of(engine) if sw else set()
+    version = sw.version_of(engine) if sw else None
+    out = []
+    if known and method not in known:
+        out.append(
+            fail(
+                "speculative",
+                f"{engine.name} {version} does not know speculative method {method}",
+                f"It knows: {', '.join(sorted(known))}. Upgrade {engine.name}, or choose one of these.",
+                method=method,
+            )
+        )
+    if spec.draft and spec.draft.startswith("/") and not Path(spec.draft).is_dir():
+        out.append(
+            fail(
+                "speculative",
+                f"the draft model {spec.draft} is not a directory here",
+                "Point speculative.draft at the draft model's directory (config.json and weights).",
+            )
+        )
+    if not out:
+        flags = " ".join(extra_args(engine.speculative_options(spec)))
+        where = f"known to {engine.name} {version}" if known else "method list of the installed engine unavailable"
+        out.append(ok("speculative", f"{spec.method} → {flags} ({where})"))
     return out

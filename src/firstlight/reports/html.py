@@ -30,11 +30,7 @@ def page(runs: list[dict[str, Any]], images: dict[str, Path]) -> str:
     if len(runs) > 1:
         parts.append(f"<h2>Against the baseline (run {runs[0]['run']})</h2>")
         parts.append(_table(list(COMPARISON_COLUMNS), comparison_rows(runs)))
-    for title, path in images.items():
-        data = base64.b64encode(path.read_bytes()).decode()
-        parts.append(
-            f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"
-        )
+    parts += [embed(title, path) for title, path in images.items()]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -43,3 +39,9 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     out += ["<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows]
     return "".join(out) + "</table>"
+
+
+def embed(title: str, path: Path) -> str:
+    """A PNG in the page itself, under its title (the page is one file to mail or attach)."""
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"

@@ -30,7 +30,7 @@ def throughput(runs: list[dict[str, Any]], path: Path) -> Path:
         lv = [v for v in run["levels"] if v.get("output_throughput_tok_s")]
         ax.plot([_x(v) for v in lv], [v["output_throughput_tok_s"] for v in lv], "o-", label=_name(run))
     ax.set(xlabel=_xlabel(runs), ylabel="output tokens/s", title="Throughput")
-    _finish(fig, ax, path)
+    finish(fig, path)
     return path
 
 
@@ -43,11 +43,7 @@ def latency_vs_load(runs: list[dict[str, Any]], path: Path) -> Path:
             ax.plot(xs, [v[key]["p50"] for v in lv], "o-", label=f"{_name(run)} p50")
             ax.plot(xs, [v[key]["p99"] for v in lv], "x--", label=f"{_name(run)} p99")
         ax.set(xlabel=_xlabel(runs), ylabel="ms", title=title)
-        _style(ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return finish(fig, path)
 
 
 def latency_cdf(store: Store, runs: list[dict[str, Any]], path: Path) -> Path:
@@ -58,7 +54,7 @@ def latency_cdf(store: Store, runs: list[dict[str, Any]], path: Path) -> Path:
             if values.size:
                 ax.plot(values, np.arange(1, values.size + 1) / values.size, label=f"{_name(run)} {level_name(lv)}")
     ax.set(xlabel="end-to-end latency (ms)", ylabel="fraction of requests", title="Latency CDF")
-    _finish(fig, ax, path)
+    finish(fig, path)
     return path
 
 
@@ -75,7 +71,8 @@ def _name(run: dict[str, Any]) -> str:
     return f"#{run['run']} {run['label']}"
 
 
-def _style(ax: Any) -> None:
+def style(ax: Any) -> None:
+    """Grid, legend, and a log-2 axis where the loads double (1, 8, 64, 256)."""
     xs = [x for line in ax.get_lines() for x in line.get_xdata() if x > 0]
     if xs and max(xs) / min(xs) > 8 and ax.get_xlabel() != "end-to-end latency (ms)":
         ax.set_xscale("log", base=2)  # concurrency ladders double: 1, 8, 64, 256
@@ -84,8 +81,12 @@ def _style(ax: Any) -> None:
         ax.legend(fontsize=7)
 
 
-def _finish(fig: Any, ax: Any, path: Path) -> None:
-    _style(ax)
+def finish(fig: Any, path: Path, scale: bool = True) -> Path:
+    """Style every axis (unless `scale` is off), save the figure as PNG and free it."""
+    if scale:
+        for ax in fig.axes:
+            style(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path

@@ -18,89 +18,10 @@ from typing import Any
 
 from firstlight.errors import StoreError
 from firstlight.records import RequestRecord
+from firstlight.store.schema import ADDED_COLUMNS, SCHEMA
+from firstlight.store.sweeps import SweepRecords
 
 DEFAULT_STORE = Path("~/.firstlight/firstlight.db")
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS deployments (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    engine TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS launches (
-    id INTEGER PRIMARY KEY,
-    deployment_id INTEGER NOT NULL REFERENCES deployments(id),
-    created REAL NOT NULL,
-    state TEXT NOT NULL,
-    phase TEXT NOT NULL,
-    url TEXT NOT NULL,
-    log_path TEXT NOT NULL,
-    argv TEXT,
-    pid INTEGER,
-    pgid INTEGER,
-    watcher_pid INTEGER,
-    leader_start REAL,
-    ended REAL,
-    exit_code INTEGER,
-    reason TEXT,
-    diagnosis TEXT
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY,
-    launch_id INTEGER NOT NULL REFERENCES launches(id),
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    phase TEXT,
-    data TEXT
-);
-CREATE INDEX IF NOT EXISTS events_by_launch ON events(launch_id, id);
-CREATE TABLE IF NOT EXISTS bench_runs (
-    id INTEGER PRIMARY KEY,
-    created REAL NOT NULL,
-    label TEXT NOT NULL,
-    url TEXT NOT NULL,
-    model TEXT NOT NULL,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    launch_id INTEGER,
-    tokenizer TEXT,
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS bench_levels (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL REFERENCES bench_runs(id),
-    idx INTEGER NOT NULL,
-    concurrency INTEGER,
-    request_rate REAL,
-    state TEXT NOT NULL,
-    started REAL,
-    ended REAL,
-    summary TEXT,
-    spec_decode TEXT,
-    client TEXT,
-    reason TEXT
-);
-CREATE TABLE IF NOT EXISTS bench_requests (
-    id INTEGER PRIMARY KEY,
-    level_id INTEGER NOT NULL REFERENCES bench_levels(id),
-    idx INTEGER NOT NULL,
-    warmup INTEGER NOT NULL,
-    scheduled REAL,
-    sent REAL,
-    done REAL,
-    status INTEGER,
-    error_kind TEXT,
-    error TEXT,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    chunks BLOB,
-    chunk_tokens BLOB,
-    perf_sent REAL
-);
-CREATE INDEX IF NOT EXISTS requests_by_level ON bench_requests(level_id, idx);
-"""
 
 
 class LaunchState(str, Enum):
@@ -158,21 +79,53 @@ class Event:
     data: dict[str, Any]
 
 
-class Store:
+class _Connection(sqlite3.Connection):
+    """A statement that fails (a full disk, a file gone, a store left locked) raises StoreError naming the
+    store, so every command ends with one line about it rather than a traceback."""
+
+    store_path: Path
+
+    def _failed(self, e: sqlite3.Error) -> StoreError:
+        return StoreError(f"the store {getattr(self, 'store_path', '')} cannot be used: {e}")
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.Error as e:
+            raise self._failed(e) from e
+
+    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().executemany(*args, **kwargs)
+        except sqlite3.Error as e:
+            raise self._failed(e) from e
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except sqlite3.Error as e:
+            raise self._failed(e) from e
+
+
+class Store(SweepRecords):
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path or os.environ.get("FIRSTLIGHT_STORE") or DEFAULT_STORE).expanduser()
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self.path.exists():  # readable by its owner only; SQLite gives its -wal and -shm the same mode
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self.db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False, factory=_Connection
+            )
+            self.db.store_path = self.path
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             self._migrate()
-        except (OSError, sqlite3.Error) as e:  # not a SQLite file, no permission, a full disk
-            raise StoreError(f"cannot open the store {self.path}: {e}") from e
+        except (OSError, sqlite3.Error, StoreError) as e:  # not a SQLite file, no permission, a full disk
+            cause = e.__cause__ if isinstance(e, StoreError) and e.__cause__ else e
+            raise StoreError(f"cannot open the store {self.path}: {cause}") from e
 
     @classmethod
     def open(cls, store: Store | Path | str | None = None) -> Store:
@@ -181,8 +134,7 @@ class Store:
 
     def _migrate(self) -> None:
         """Columns added after a store was created (SQLite adds them in place; old rows read as NULL)."""
-        added = {"bench_requests": ("perf_sent", "REAL"), "launches": ("leader_start", "REAL")}
-        for table, (column, kind) in added.items():
+        for table, column, kind in ADDED_COLUMNS:
             have = {row["name"] for row in self.db.execute(f"PRAGMA table_info({table})")}
             if column not in have:
                 self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
