@@ -46,6 +46,12 @@ class PreflightFailed(LaunchError):
         self.findings = findings
 
 
+class LaunchInTheWay(LaunchError):
+    """Another launch in the store already runs (or is starting) at the same address."""
+
+    exit_code = 2
+
+
 class SystemdUnavailable(LaunchError):
     """systemd is not the init system here (a container, CI): the message says what to use instead."""
 

@@ -18,6 +18,25 @@ def is_secret(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+# In free text (a log line), a secret-named key or flag and its value: `--api-key VALUE`, `'api_key':
+# ['VALUE']`, `HF_TOKEN=VALUE`. The name must end with the secret word, so `max_num_batched_tokens=8192`
+# keeps its number.
+_NAME = r"[\w.-]*(?:token|key|secret|password|passwd|credential)(?![\w])"
+_IN_TEXT = (
+    (re.compile(rf"(?i)(--{_NAME}(?:=|\s+))([^\s\"',]+)"), r"\1" + REDACTED),
+    (re.compile(rf"(?i)([\"']{_NAME}[\"']\s*[:=]\s*\[?\s*)([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
+    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*=\s*)([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
+    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*=\s*)(?![\d.]+\b)([^\s\"',}}\]]+)"), r"\1" + REDACTED),
+)
+
+
+def redact_text(text: str) -> str:
+    """A line of an engine's log as firstlight may store or show it: secret-named values redacted."""
+    for pattern, replacement in _IN_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def split_secrets(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the spec with every secret value redacted, the secret values by where they were)."""
     public = dict(spec)

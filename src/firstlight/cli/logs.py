@@ -17,8 +17,10 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing while the engine runs")] = False,
     store: StoreOption = None,
 ) -> None:
-    """Print a launch's log; with -f keep following it until the engine exits (or Ctrl-C)."""
+    """Print a launch's log (secret-named values redacted; the file keeps them); with -f keep following it
+    until the engine exits (or Ctrl-C)."""
     from firstlight.launch import get_launch
+    from firstlight.secrets import redact_text
 
     handle = get_launch(launch, store)
     found = handle.record
@@ -27,17 +29,27 @@ def logs(
     except OSError as e:
         fail(f"launch {found.id}: cannot read its log {found.log_path}: {e.strerror}")
     out = sys.stdout.buffer
+    rest = b""
+
+    def show(data: bytes) -> None:
+        text = data.decode("utf-8", "surrogateescape")
+        out.write(redact_text(text).encode("utf-8", "surrogateescape"))
+        out.flush()
+
     with f:
         try:
             while True:
                 chunk = f.read(1 << 16)
                 if chunk:
-                    out.write(chunk)
-                    out.flush()
+                    whole, _, rest = (rest + chunk).rpartition(b"\n")
+                    if whole or _:
+                        show(whole + b"\n")
                     continue
                 if not follow or not _engine_running(handle):
                     break
                 time.sleep(0.1)
+            if rest:
+                show(rest)
         except KeyboardInterrupt:
             pass
         except BrokenPipeError:

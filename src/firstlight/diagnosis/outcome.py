@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstlight.secrets import redact_text
+
 
 @dataclass
 class Diagnosis:
@@ -18,11 +20,12 @@ class Diagnosis:
     repeats: int = 1
 
     def to_dict(self) -> dict[str, Any]:
+        """As stored and shown: log lines with secret-named values redacted."""
         return {
             "category": self.category,
-            "root_cause_line": self.root_cause_line,
+            "root_cause_line": redact_text(self.root_cause_line),
             "line": self.line,
-            "evidence": self.evidence,
+            "evidence": [redact_text(line) for line in self.evidence],
             "remedy": self.remedy,
             "confidence": round(self.confidence, 2),
             "signature": self.signature,

@@ -102,6 +102,8 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
 
         systemd.stop(systemd.unit_name(Deployment.model_validate(launch.spec)))
     if launch.pgid is None:
+        launch = _engine_started(store, launch)
+    if launch.pgid is None:
         store.update_launch(launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped before it started")
         return StopResult([], [], [])
     holder = group_reused(launch.pgid, launch.leader_start)
@@ -138,6 +140,20 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
             time.sleep(0.05)
         nvml.close()
     return StopResult(members, survivors, gpu_holders, gpu_release_s=released)
+
+
+def _engine_started(store: Store, launch: LaunchRecord, wait_s: float = 10.0) -> LaunchRecord:
+    """A launch recorded but whose engine its watcher may be starting this instant: wait (while the watcher
+    lives) for the engine's group to be recorded, so `down` right after `up` leaves nothing behind."""
+    from firstlight.launch.supervisor import alive
+
+    deadline = time.monotonic() + wait_s
+    while launch.pgid is None and launch.state == LaunchState.STARTING and time.monotonic() < deadline:
+        if launch.watcher_pid is not None and not alive(launch.watcher_pid):
+            break
+        time.sleep(0.05)
+        launch = store.get_launch(launch.id) or launch
+    return launch
 
 
 def _describe(proc: psutil.Process) -> str:

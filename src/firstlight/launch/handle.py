@@ -7,13 +7,15 @@ launch it can see; the one thing it cannot decide, its own death, is noticed her
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from firstlight.errors import LaunchNotFound, PreflightFailed
+from firstlight.errors import LaunchInTheWay, LaunchNotFound, PreflightFailed
 from firstlight.launch.control import StopResult, start_launch, stop_launch
 from firstlight.store import Event, LaunchRecord, LaunchState, Store
 
@@ -203,13 +205,50 @@ def up(
         dep = dep.with_supervisor(supervisor)
     if dep.supervisor == "systemd":
         systemd.require_systemd()
-    findings = check(dep, facts)
-    if findings.failures and not force:
-        raise PreflightFailed(
-            f"{len(findings.failures)} preflight check(s) failed; fix them, or launch anyway with --force", findings
-        )
     db = Store.open(store)
-    return Launch(db, start_launch(db, dep).id, findings)
+    # Two `up` of one spec at once: the second waits for the first to be recorded, then finds it. (Before
+    # the engine binds its port, which can take minutes, the port check alone cannot see it.)
+    with address_lock(db, dep.url):
+        running = live_launch_at(db, dep.url)
+        if running is not None:
+            raise LaunchInTheWay(
+                f"launch {running.id} ({running.name}) is already {running.state.value} at {dep.url}: stop it with "
+                f"`firstlight down {running.id}`, or give this spec another port"
+            )
+        findings = check(dep, facts)
+        if findings.failures and not force:
+            raise PreflightFailed(
+                f"{len(findings.failures)} preflight check(s) failed; fix them, or launch anyway with --force",
+                findings,
+            )
+        return Launch(db, start_launch(db, dep).id, findings)
+
+
+@contextmanager
+def address_lock(db: Store, url: str) -> Iterator[None]:
+    """An exclusive lock per address, beside the store, held from the checks until the launch is recorded."""
+    directory = db.path.parent / "locks"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    name = "".join(c if c.isalnum() else "_" for c in url)
+    with open(directory / f"{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def live_launch_at(db: Store, url: str) -> LaunchRecord | None:
+    """A launch of this store at `url` that has not ended: starting, ready or stalled, its engine (or, just
+    started, its watcher) alive."""
+    from firstlight.launch.supervisor import launch_members
+
+    for record in db.launches(200):
+        if record.url != url or record.state not in (LaunchState.STARTING, LaunchState.READY, LaunchState.STALLED):
+            continue
+        if launch_members(record.pgid, record.leader_start) or (record.pgid is None and _alive(record.watcher_pid)):
+            return record
+    return None
 
 
 def get_launch(launch_id: int | None = None, store: Store | Path | str | None = None) -> Launch:

@@ -30,7 +30,7 @@ from firstlight.launch.probe import ProbeResult, ReadinessProber, check_health
 from firstlight.launch.supervisor import process_start_time, start_engine, stop_group
 from firstlight.logs import PHASE_INDEX, LogFollower
 from firstlight.nvml import Nvml
-from firstlight.secrets import redact_argv
+from firstlight.secrets import redact_argv, redact_text
 from firstlight.store import LaunchState, Store
 
 TICK_S = 0.05
@@ -71,9 +71,13 @@ class Watcher:
     # events
 
     def event(self, kind: str, phase: str | None = None, **data: Any) -> None:
+        # the engine's lines go into the store: an engine that prints its arguments prints its secrets
+        data = {k: redact_text(v) if isinstance(v, str) else v for k, v in data.items()}
         self.store.add_event(self.launch_id, kind, phase, **data)
 
     def set_state(self, outcome: LaunchState, **fields: Any) -> None:
+        if isinstance(fields.get("reason"), str):
+            fields["reason"] = redact_text(fields["reason"])
         self.state.outcome = outcome
         self.store.update_launch(self.launch_id, state=outcome, **fields)
 
@@ -101,6 +105,8 @@ class Watcher:
         elif self.dep.supervisor == "systemd":
             journal, pgid = self._start_unit()
         else:
+            if self._stopped():
+                return LaunchState.STOPPED  # `down` came before the engine was started
             started = start_engine(self.dep, self.adapter, self.log_path)
             pgid = started.pid  # start_new_session makes the engine its own group leader
             self.store.update_launch(
@@ -111,6 +117,9 @@ class Watcher:
                 argv=redact_argv(started.argv),
                 watcher_pid=os.getpid(),
             )
+            if self._stopped():  # `down` raced the start: it saw no engine yet, so stop it here
+                stop_group(pgid, grace=5)
+                return LaunchState.STOPPED
             self.event("phase", "process_start", entered=True, pid=started.pid, argv=redact_argv(started.argv))
             threading.Thread(target=self._wait_exit, args=(started.proc,), daemon=True).start()
         stop_sampling = threading.Event()
@@ -142,6 +151,10 @@ class Watcher:
             self.nvml.close()
             if journal is not None:
                 journal.terminate()
+
+    def _stopped(self) -> bool:
+        launch = self.store.get_launch(self.launch_id)
+        return launch is not None and launch.state == LaunchState.STOPPED
 
     def _attach(self) -> int:
         launch = self.store.get_launch(self.launch_id)

@@ -310,7 +310,8 @@ def stop_leftovers(db: Store, sweep_id: int, why: str = "the sweep stopped durin
     close the attempts it left undecided."""
     for attempt in db.attempts(sweep_id):
         launch = Launch(db, attempt["launch_id"]) if attempt["launch_id"] is not None else None
-        if launch is not None and launch.running:
+        # a launch still starting may not have an engine yet: `down` waits for its watcher to record one
+        if launch is not None and (launch.running or launch.state == LaunchState.STARTING):
             launch.down()
             db.update_attempt(attempt["id"], state="stopped", ended=time.time())
         elif attempt["state"] in ("checking", "starting"):
