@@ -495,6 +495,23 @@ def llama_spec(tmp: Path, name: str) -> Path:
 
 
 def group_interrupt(tmp: Path, quick: bool) -> None:
+    store = tmp / "int-check.db"
+    res = interrupt(
+        [PY, "-m", "firstlight", "up", str(vllm_spec(tmp, "int-check")), "--store", str(store)],
+        lambda: False,
+        timeout=0.8,  # in the checks: the software probe and the entry-point import run then
+    )
+    clean, last = one_line(res)
+    rec = launch_record(store) if store.exists() else None
+    row(
+        "interrupt",
+        "Ctrl-C during `up` (the checks)",
+        "one line; nothing launched",
+        f"exit {res.returncode}: {last}",
+        "no launch recorded" if rec is None else f"launch {rec.id} {rec.state.value}",
+        clean and rec is None and "nothing was launched" in last,
+    )
+
     store = tmp / "int-up.db"
     spec = vllm_spec(tmp, "int-up")
     res = interrupt(

@@ -30,6 +30,8 @@ def up(
         fail("--supervisor must be embedded or systemd", 2)
     try:
         launch = launch_up(spec, store=store, force=force, facts=facts_file, supervisor=supervisor)
+    except KeyboardInterrupt:
+        fail("interrupted during the checks: nothing was launched", 130)
     except PreflightFailed as e:
         if not json_out:
             show_findings([f for f in e.findings if f.severity != "ok"])

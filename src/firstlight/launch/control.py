@@ -34,7 +34,23 @@ def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
     store.update_launch(launch_id, log_path=str(log_path))
     # The secrets reach the watcher in its environment, which only this user can read, never in a file.
     env = {**os.environ, SECRETS_VAR: json.dumps(secrets)} if secrets else None
-    with private_log(log_dir / f"{stem}.watcher.log") as wlog:
+    _start_watcher(store, launch_id, log_dir / f"{stem}.watcher.log", env=env)
+    launch = store.get_launch(launch_id)
+    assert launch is not None
+    return launch
+
+
+def reattach(store: Store, launch: LaunchRecord) -> None:
+    """Start a watcher for a launch whose watcher died while its engine runs on: it replays the log,
+    follows it, probes readiness and decides, as the first one would have."""
+    _start_watcher(store, launch.id, Path(launch.log_path).with_suffix(".watcher.log"), "--attach")
+
+
+def _start_watcher(
+    store: Store, launch_id: int, watcher_log: Path, *extra: str, env: dict[str, str] | None = None
+) -> None:
+    """The watcher daemon, in a session of its own so that it outlives the command that started it."""
+    with private_log(watcher_log) as wlog:
         subprocess.Popen(
             [
                 sys.executable,
@@ -44,39 +60,13 @@ def start_launch(store: Store, dep: Deployment) -> LaunchRecord:
                 str(store.path),
                 "--launch",
                 str(launch_id),
+                *extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=wlog,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
-        )
-    launch = store.get_launch(launch_id)
-    assert launch is not None
-    return launch
-
-
-def reattach(store: Store, launch: LaunchRecord) -> None:
-    """Start a watcher for a launch whose watcher died while its engine runs on: it replays the log,
-    follows it, probes readiness and decides, as the first one would have."""
-    log_dir = Path(launch.log_path).parent
-    with private_log(Path(launch.log_path).with_suffix(".watcher.log")) as wlog:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "firstlight.launch.daemon",
-                "--store",
-                str(store.path),
-                "--launch",
-                str(launch.id),
-                "--attach",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=wlog,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=log_dir,
         )
 
 

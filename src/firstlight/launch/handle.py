@@ -8,6 +8,7 @@ launch it can see; the one thing it cannot decide, its own death, is noticed her
 from __future__ import annotations
 
 import fcntl
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -230,12 +231,12 @@ def address_lock(db: Store, url: str) -> Iterator[None]:
     directory = db.path.parent / "locks"
     directory.mkdir(mode=0o700, exist_ok=True)
     name = "".join(c if c.isalnum() else "_" for c in url)
-    with open(directory / f"{name}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    fd = os.open(directory / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def live_launch_at(db: Store, url: str) -> LaunchRecord | None:
