@@ -23,10 +23,13 @@ def is_secret(name: str) -> bool:
 # keeps its number.
 _NAME = r"[\w.-]*(?:token|key|secret|password|passwd|credential)(?![\w])"
 _IN_TEXT = (
-    (re.compile(rf"(?i)(--{_NAME}(?:=|\s+))([^\s\"',]+)"), r"\1" + REDACTED),
+    (re.compile(rf"(?i)(--{_NAME}(?:=|\s+))([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
+    (re.compile(rf"(?i)(--{_NAME}(?:=|\s+))([^\s\"',)]+)"), r"\1" + REDACTED),
     (re.compile(rf"(?i)([\"']{_NAME}[\"']\s*[:=]\s*\[?\s*)([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
-    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*=\s*)([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
-    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*=\s*)(?![\d.]+\b)([^\s\"',}}\]]+)"), r"\1" + REDACTED),
+    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*[:=]\s*)([\"'])(?:(?!\2).)*\2"), r"\1\2" + REDACTED + r"\2"),
+    (re.compile(rf"(?i)(?<![\w-])({_NAME}\s*=\s*)(?!None\b)([^\s\"',)}}\]]+)"), r"\1" + REDACTED),
+    # `name: value` (YAML, some loggers); a number after a colon is a count or a time, not a secret
+    (re.compile(rf"(?i)(?<![\w-])({_NAME}:\s*)(?![\d.]+\b)(?!None\b)([^\s\"',)}}\]]+)"), r"\1" + REDACTED),
 )
 
 

@@ -80,3 +80,10 @@ def test_pareto_front_marks_points_nothing_beats_on_both_axes() -> None:
     assert points[("a", 0)]["front"] and points[("a", 1)]["front"]
     assert not points[("b", 0)]["front"]  # a at C=1 is faster per user and per GPU
     assert not points[("b", 1)]["front"]  # 250/GPU at 40 tok/s/user loses to a's 400 at 50
+
+
+def test_a_variant_slower_at_light_load_and_faster_later_crosses_above() -> None:
+    base = [row(0, 1, stat(100)), row(1, 4, stat(300)), row(2, 16, stat(800))]
+    c = crossover(_speedups(base, [row(0, 1, stat(90)), row(1, 4, stat(330)), row(2, 16, stat(900))]))
+    assert c["verdict"] == "crosses above 1.0" and c["between"] == [1.0, 4.0]
+    assert 1.0 < c["at"] < 4.0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from firstlight.errors import StoreError
 from firstlight.launch.supervisor import SECRETS_VAR, group_members, group_reused, private_log, stop_group
 from firstlight.secrets import split_secrets
 from firstlight.store import LaunchRecord, LaunchState, Store
@@ -105,11 +106,14 @@ def stop_launch(store: Store, launch: LaunchRecord, grace: float = 15.0) -> Stop
         store.add_event(launch.id, "down_refused", launch.phase, reason=refused)
         return StopResult([], [], [], refused)
     members = [p.pid for p in group_members(launch.pgid)]
-    if launch.state not in (LaunchState.FAILED, LaunchState.EXITED):
-        store.update_launch(
-            launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped by firstlight down"
-        )
-    store.add_event(launch.id, "down", launch.phase, pids=members)
+    try:
+        if launch.state not in (LaunchState.FAILED, LaunchState.EXITED):
+            store.update_launch(
+                launch.id, state=LaunchState.STOPPED, ended=time.time(), reason="stopped by firstlight down"
+            )
+        store.add_event(launch.id, "down", launch.phase, pids=members)
+    except StoreError:
+        pass  # a full store must not keep an engine running: stop it all the same
     survivors = stop_group(launch.pgid, grace=grace)
     from firstlight.nvml import Nvml  # only `down` asks the driver; `status` and `watch` need not load it
 

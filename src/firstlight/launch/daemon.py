@@ -37,6 +37,17 @@ def engine_secrets(public: dict[str, Any], pid: int) -> dict[str, Any]:
     if env:
         out["env"] = env
     args = public.get("args")
+    if isinstance(args, list):  # list form: the value after the same flag on the engine's command line
+        found_at = {}
+        for i, value in enumerate(args):
+            flag = str(args[i - 1]) if i else ""
+            if value == REDACTED and flag.startswith("-") and flag in cmdline[:-1]:
+                found_at[str(i)] = cmdline[cmdline.index(flag) + 1]
+            elif isinstance(value, str) and value.endswith("=" + REDACTED):
+                name = value.split("=", 1)[0]
+                found_at.update({str(i): a for a in cmdline if a.startswith(name + "=")})
+        if found_at:
+            out["args_at"] = found_at
     if isinstance(args, dict):
         found = {}
         for key, value in args.items():

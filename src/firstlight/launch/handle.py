@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from firstlight.preflight import Findings
 
 POLL_S = 0.05
+WATCHER_GONE = "the watcher process is gone"
 WATCHER_CHECK_S = 1.0
 
 
@@ -83,20 +84,13 @@ class Launch:
 
     @property
     def watcher_lost(self) -> bool:
-        """The watcher process is gone while the engine still runs: nobody is deciding about this launch."""
+        """The watcher process is gone while the engine still runs: nobody is deciding about this launch. (A
+        launch its watcher failed or stopped is decided, whatever of it still runs.)"""
         record = self.record
-        return (
-            bool(record.watcher_pid)
-            and not _alive(record.watcher_pid)
-            and record.state
-            in (
-                LaunchState.STARTING,
-                LaunchState.READY,
-                LaunchState.FAILED,
-                LaunchState.STALLED,
-            )
-            and self.running
+        undecided = record.state in (LaunchState.STARTING, LaunchState.READY, LaunchState.STALLED) or (
+            record.state == LaunchState.FAILED and (record.reason or "").startswith(WATCHER_GONE)
         )
+        return bool(record.watcher_pid) and undecided and not _alive(record.watcher_pid) and self.running
 
     def reattach(self, timeout: float = 10.0) -> None:
         """Start a new watcher for this launch (its engine runs on without one); it decides as the first
@@ -169,7 +163,7 @@ class Launch:
             self.store.update_launch(
                 record.id,
                 state=LaunchState.FAILED,
-                reason="the watcher process is gone; the engine may still run",
+                reason=f"{WATCHER_GONE}; the engine may still run",
             )
 
     def __repr__(self) -> str:

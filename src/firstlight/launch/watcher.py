@@ -290,6 +290,8 @@ class Watcher:
         scheduler); one that answers again is ready again."""
         st = self.state
         st.health_pending = False
+        if self._stopped():  # `down` is stopping it: no longer ours to judge
+            return
         if result.ok:
             st.health_failures = 0
             if st.outcome == LaunchState.STALLED and st.stalled:

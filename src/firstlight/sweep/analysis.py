@@ -151,21 +151,23 @@ def _load(row: dict[str, Any]) -> float:
 
 
 def crossover(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Where the speedup first drops below 1.0 after being at or above it: the two loads around it, the
-    load interpolated on a log scale, and whether either side's noise band holds 1.0."""
+    """Where the speedup first crosses 1.0 (usually dropping below it as the load grows; a variant slower at
+    light load may rise above it): the two loads around it, the load interpolated on a log scale, and
+    whether either side's noise band holds 1.0."""
     measured = [r for r in rows if r.get("speedup") is not None]
     if not measured:
         return {"verdict": "not measured"}
-    if measured[0]["speedup"] < 1.0:
-        return {"verdict": "slower than the baseline at every load measured", "at": _load(measured[0])}
+    if all(r["speedup"] < 1.0 for r in measured):
+        return {"verdict": "slower than the baseline at every load measured", "at": None}
     for before, after in pairwise(measured):
-        if after["speedup"] < 1.0 <= before["speedup"]:
+        if (after["speedup"] < 1.0 <= before["speedup"]) or (before["speedup"] < 1.0 <= after["speedup"]):
             x0, x1 = math.log2(_load(before)), math.log2(_load(after))
             s0, s1 = before["speedup"], after["speedup"]
             at = 2 ** (x0 + (x1 - x0) * (s0 - 1.0) / (s0 - s1)) if s0 != s1 else _load(after)
             noisy = bool(before.get("within_noise") or after.get("within_noise"))
+            direction = "below" if after["speedup"] < 1.0 else "above"
             return {
-                "verdict": "crosses below 1.0" + (" (inside the repeats' noise)" if noisy else ""),
+                "verdict": f"crosses {direction} 1.0" + (" (inside the repeats' noise)" if noisy else ""),
                 "between": [_load(before), _load(after)],
                 "at": at,
                 "within_noise": noisy,

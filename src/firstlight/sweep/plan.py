@@ -220,8 +220,12 @@ def load_plan(path: Path | str) -> SweepPlan:
     base = plan.base.expanduser()
     plan.base = base if base.is_absolute() else Path(os.path.normpath(plan_dir / base))
     plan.name = plan.name or path.stem
+    from firstlight.engines import get_engine
+    from firstlight.sweep.ladder import build_ladder
+
     for variant in plan.variants:
-        plan.deployment(variant)  # every variant is a valid spec before anything starts
+        dep = plan.deployment(variant)  # every variant is a valid spec before anything starts
+        build_ladder(plan.ladder, get_engine(dep.engine), None)  # and every ladder key one its engine has
     return plan
 
 

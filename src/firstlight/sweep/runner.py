@@ -17,9 +17,10 @@ from firstlight.benchmark import BenchConfig, run_bench
 from firstlight.deployment import Deployment
 from firstlight.diagnosis import diagnose_file
 from firstlight.engines import get_engine
-from firstlight.errors import BenchAborted, BenchError, SpecError
+from firstlight.errors import BenchAborted, BenchError, SpecError, StoreError
 from firstlight.launch import Launch, LaunchState
 from firstlight.launch.control import start_launch
+from firstlight.launch.supervisor import alive
 from firstlight.preflight import facts_for, run_checks
 from firstlight.store import Store
 from firstlight.sweep.ladder import Ladder, build_ladder
@@ -42,7 +43,7 @@ class Campaign:
 
     def __init__(self, plan: SweepPlan, store: Store, sweep_id: int, progress: Progress, retry_failed: bool) -> None:
         self.plan, self.store, self.sweep_id, self.progress = plan, store, sweep_id, progress
-        self.ladder: Ladder | None = None
+        self.ladders: dict[str, Ladder] = {}
         self.attempt_no = {v: 0 for v in plan.variants}
         done_states = ("complete",) if retry_failed else ("complete", "failed")
         self.done = {
@@ -94,13 +95,14 @@ class Campaign:
         attempt_id = None
         while True:
             facts = facts_for(dep)  # observed again for each attempt: the last one's memory is released now
-            if self.ladder is None:
-                self.ladder = build_ladder(self.plan.ladder, engine, facts)
-                self.place_ladder()
-            rung_dep = self.ladder.applied(dep)
+            if engine.name not in self.ladders:  # a ladder per engine: its flags are the engine's own
+                self.ladders[engine.name] = build_ladder(self.plan.ladder, engine, facts)
+                self.place_ladder(self.ladders[engine.name])
+            ladder = self.ladders[engine.name]
+            rung_dep = ladder.applied(dep)
             self.attempt_no[variant] += 1
-            attempt_id = self.store.add_attempt(self.sweep_id, variant, self.attempt_no[variant], self.ladder.current())
-            self.progress.attempt(variant, self.attempt_no[variant], self.ladder.current())
+            attempt_id = self.store.add_attempt(self.sweep_id, variant, self.attempt_no[variant], ladder.current())
+            self.progress.attempt(variant, self.attempt_no[variant], ladder.current())
             findings = run_checks(facts, rung_dep)
             if findings.failures:
                 first = findings.failures[0]
@@ -128,7 +130,7 @@ class Campaign:
             diagnosis = (record.diagnosis or {}).get("diagnosis") or {}
             category = diagnosis.get("category")
             launch.down()
-            climbed = self.ladder.climb(category)
+            climbed = ladder.climb(category)
             self.store.update_attempt(
                 attempt_id,
                 state=record.state.value,
@@ -141,12 +143,11 @@ class Campaign:
             if climbed is None:
                 return None, attempt_id
 
-    def place_ladder(self) -> None:
+    def place_ladder(self, ladder: Ladder) -> None:
         """A resumed sweep starts at the rung its last launch came up on."""
-        assert self.ladder is not None
         ready = [a for a in self.store.attempts(self.sweep_id) if a["state"] in ("ready", "stopped", "died")]
         if ready:
-            self.ladder.place(ready[-1]["rung"])
+            ladder.place(ready[-1]["rung"])
 
     def measure(self, launch: Launch, attempt_id: int | None, todo: list[Cell]) -> list[Cell]:
         """Benchmark the cells in order; returns those left when the engine died (empty when all ran)."""
@@ -181,6 +182,7 @@ class Campaign:
                 continue
             except BenchError as e:
                 self.store.update_cell(cell_id, state="failed", reason=str(e), ended=time.time())
+                self.progress.cell_done(cell, time.monotonic() - started, ok=False)
                 continue
             except BaseException:
                 self.store.update_cell(cell_id, state="incomplete", reason="interrupted", ended=time.time())
@@ -195,10 +197,13 @@ class Campaign:
     def gone(launch: Launch) -> str | None:
         """Why the engine no longer serves after a cell stopped early (None: it still does, the cell alone
         failed): its processes are gone, or they live on without serving (a worker lost to OOM)."""
-        if not launch.running:
+        if _died(launch):
             return "the engine died"
         serves, answer = launch.serves()
-        return None if serves else f"the engine stopped serving ({answer[:200]})"
+        if serves:
+            return None
+        # a killed engine's processes take a moment to leave the process table: look again
+        return "the engine died" if _died(launch) else f"the engine stopped serving ({answer[:200]})"
 
     @staticmethod
     def why_died(launch: Launch) -> dict[str, Any]:
@@ -240,12 +245,12 @@ class Campaign:
         result = launch.down()
         release_s = time.monotonic() - started
         fields: dict[str, Any] = {"release_s": release_s, "gpu_release_s": result.gpu_release_s, "ended": time.time()}
+        attempt = next((a for a in self.store.attempts(self.sweep_id) if a["id"] == attempt_id), None)
         if result.survivors or result.gpu_holders:
-            fields["reason"] = f"still held after down: pids {result.survivors or result.gpu_holders}"
-        if launch.record.state == LaunchState.STOPPED:
-            attempt = next((a for a in self.store.attempts(self.sweep_id) if a["id"] == attempt_id), None)
-            if attempt is not None and attempt["state"] == "ready":
-                fields["state"] = "stopped"
+            held = f"still held after down: pids {result.survivors or result.gpu_holders}"
+            fields["reason"] = f"{attempt['reason']}; {held}" if attempt and attempt["reason"] else held
+        if launch.record.state == LaunchState.STOPPED and attempt is not None and attempt["state"] == "ready":
+            fields["state"] = "stopped"
         if attempt_id is not None:
             self.store.update_attempt(attempt_id, **fields)
         self.progress.released(release_s)
@@ -279,8 +284,10 @@ def run_sweep(
     try:
         return campaign.run()
     except BaseException as e:
-        db.update_sweep(sweep_id, state="interrupted", reason=_why(e), ended=time.time())
-        stop_leftovers(db, sweep_id, _why(e))
+        try:
+            db.update_sweep(sweep_id, state="interrupted", reason=_why(e), ended=time.time())
+        finally:  # even with a store that can no longer be written, no engine is left running
+            stop_leftovers(db, sweep_id, _why(e))
         raise
 
 
@@ -289,6 +296,20 @@ def resume_sweep(db: Store, plan: SweepPlan, sweep_id: int) -> int:
     stored = db.get_sweep(sweep_id)
     if stored is None:
         raise SpecError(f"no sweep {sweep_id} in {db.path}")
+    if stored["state"] == "running" and stored["pid"] and stored["pid"] != os.getpid() and alive(stored["pid"]):
+        raise SpecError(f"sweep {sweep_id} is still running (pid {stored['pid']}): stop it first, or let it finish")
+    public = plan.public()
+    for key in ("load", "repeats"):
+        if stored["plan"].get(key) != public[key]:
+            raise SpecError(
+                f"the plan's {key} differs from sweep {sweep_id}'s: its cells are numbered by that, so resuming "
+                "would mix two loads; start a new sweep"
+            )
+    if set(stored["plan"].get("variants", {})) != set(public["variants"]):
+        raise SpecError(
+            f"the plan's variants differ from sweep {sweep_id}'s ({', '.join(stored['plan'].get('variants', {}))}): "
+            "start a new sweep"
+        )
     fingerprints = stored["plan"].get("fingerprints", {})
     for variant in plan.variants:
         old = fingerprints.get(variant)
@@ -311,11 +332,21 @@ def stop_leftovers(db: Store, sweep_id: int, why: str = "the sweep stopped durin
     for attempt in db.attempts(sweep_id):
         launch = Launch(db, attempt["launch_id"]) if attempt["launch_id"] is not None else None
         # a launch still starting may not have an engine yet: `down` waits for its watcher to record one
-        if launch is not None and (launch.running or launch.state == LaunchState.STARTING):
-            launch.down()
-            db.update_attempt(attempt["id"], state="stopped", ended=time.time())
-        elif attempt["state"] in ("checking", "starting"):
-            db.update_attempt(attempt["id"], state="abandoned", reason=why, ended=time.time())
+        try:
+            if launch is not None and (launch.running or launch.state == LaunchState.STARTING):
+                launch.down()
+                db.update_attempt(attempt["id"], state="stopped", ended=time.time())
+            elif attempt["state"] in ("checking", "starting"):
+                db.update_attempt(attempt["id"], state="abandoned", reason=why, ended=time.time())
+        except StoreError:
+            continue  # the engine was signalled by down; the record waits for a store that can be written
+
+
+def _died(launch: Launch) -> bool:
+    """The engine's main process is gone (its workers, in other process groups, may linger a moment: `down`
+    takes them), or nothing of it runs."""
+    pid = launch.record.pid
+    return not launch.running or (pid is not None and not alive(pid))
 
 
 def _why(e: BaseException) -> str:
