@@ -26,16 +26,16 @@ def page(runs: list[dict[str, Any]], images: dict[str, Path]) -> str:
             f"<b>{run['state']}</b>{' (' + html.escape(run['reason']) + ')' if run.get('reason') else ''}; "
             f"tokenizer: {html.escape(str(run['tokenizer']))}. Latencies in ms.</p>"
         )
-        parts.append(_table(list(COLUMNS), [level_row(lv) for lv in run["levels"]]))
+        parts.append(table(list(COLUMNS), [level_row(lv) for lv in run["levels"]]))
     if len(runs) > 1:
         parts.append(f"<h2>Against the baseline (run {runs[0]['run']})</h2>")
-        parts.append(_table(list(COMPARISON_COLUMNS), comparison_rows(runs)))
+        parts.append(table(list(COMPARISON_COLUMNS), comparison_rows(runs)))
     parts += [embed(title, path) for title, path in images.items()]
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def table(head: list[str], rows: list[list[str]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     out += ["<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows]
     return "".join(out) + "</table>"

@@ -12,7 +12,8 @@ from rich.console import Group
 from rich.table import Table
 
 from firstlight.engines import strip_line_prefix
-from firstlight.reports.html import STYLE, embed
+from firstlight.reports.data import level_name
+from firstlight.reports.html import STYLE, embed, table
 
 ATTEMPT_COLUMNS = ("variant", "attempt", "rung", "state", "cause", "ready in", "launch")
 VARIANT_COLUMNS = ("level", "n", "out tok/s", "TTFT p50", "TPOT p50", "ITL p50", "accept len", "SLO met", "note")
@@ -23,12 +24,6 @@ def _stat(stat: dict[str, float] | None, digits: int = 1) -> str:
         return "-"
     text = f"{stat['median']:.{digits}f}"
     return text + (f" ±{stat['mad']:.{digits}f}" if stat["n"] > 1 else "")
-
-
-def _load_name(row: dict[str, Any]) -> str:
-    if row.get("request_rate") is not None:
-        return f"rate {row['request_rate']:g}/s"
-    return f"C={row['concurrency']}"
 
 
 REASON_CHARS = 160
@@ -65,7 +60,7 @@ def variant_rows(data: dict[str, Any], variant: str) -> list[list[str]]:
             note.append(f"{row['repeats']}/{data['plan']['repeats']} repeats{why}")
         rows.append(
             [
-                _load_name(row),
+                level_name(row),
                 str(row["repeats"]),
                 _stat(row["throughput"]),
                 _stat(row["ttft_p50"]),
@@ -83,7 +78,7 @@ def speedup_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     head = ["level", *(f"{v} / {data['baseline']}" for v in data["speedup"])]
     rows = []
     for i, level in enumerate(data["levels"]):
-        row = [_load_name(level)]
+        row = [level_name(level)]
         for v in data["speedup"]:
             s = data["speedup"][v][i]
             if s.get("speedup") is None:
@@ -152,7 +147,7 @@ def _md_table(head: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
 
 
 def markdown(data: dict[str, Any], images: dict[str, str] | None = None) -> str:
-    parts = [f"# {header(data)}", "## Launch attempts", _md_table(ATTEMPT_COLUMNS, attempt_rows(data))]
+    parts = [f"# {header(data)}", "## Launch attempts", _md_table(list(ATTEMPT_COLUMNS), attempt_rows(data))]
     for v in data["variants"]:
         parts += [
             f"## {v} (median ±MAD of the repeats; latencies in ms)",
@@ -167,19 +162,14 @@ def markdown(data: dict[str, Any], images: dict[str, str] | None = None) -> str:
 
 
 def page(data: dict[str, Any], images: dict[str, Path]) -> str:
-    def table(head: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
-        out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-        out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows]
-        return "".join(out) + "</table>"
-
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>firstlight sweep {data['sweep']}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(header(data))}</h1>",
-        "<h2>Launch attempts</h2>" + table(ATTEMPT_COLUMNS, attempt_rows(data)),
+        "<h2>Launch attempts</h2>" + table(list(ATTEMPT_COLUMNS), attempt_rows(data)),
     ]
     for v in data["variants"]:
         parts.append(f"<h2>{html.escape(v)}</h2><p class='note'>median ±MAD of the repeats; latencies in ms</p>")
-        parts.append(table(VARIANT_COLUMNS, variant_rows(data, v)))
+        parts.append(table(list(VARIANT_COLUMNS), variant_rows(data, v)))
     if data["speedup"]:
         head, rows = speedup_rows(data)
         parts.append(f"<h2>Speedup over {html.escape(data['baseline'])}</h2>" + table(head, rows))
