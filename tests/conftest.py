@@ -16,6 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 ENGINE_PY = ROOT / ".venv-engine" / "bin" / "python"
+SGLANG_PY = ROOT / ".venv-sglang" / "bin" / "python"  # `make sglang`
 TINY_MODEL = ROOT / "models" / "tiny-llama"
 LLAMA_SERVER = ROOT / "models" / "llama-server"  # `make llama`: a link to the build in the machine's cache
 TINY_GGUF = ROOT / "models" / "tiny-llama.gguf"
@@ -41,6 +42,27 @@ def tiny_spec(tmp_path: Path, **overrides: Any) -> Path:
         "stall": {"process_start": 240},
         "log_dir": str(tmp_path / "logs"),
     }
+    return write_spec(tmp_path, spec, overrides)
+
+
+def sglang_spec(tmp_path: Path, **overrides: Any) -> Path:
+    """The tiny model on the real SGLang server on the CPU (`make sglang`; examples/tiny-sglang-cpu.yaml)."""
+    spec: dict[str, Any] = {
+        "name": "tiny-sglang",
+        "engine": "sglang",
+        "python": str(SGLANG_PY),
+        "model": str(TINY_MODEL),
+        "served_model_name": "tiny-llama",
+        "port": free_port(),
+        "args": {"device": "cpu", "max-total-tokens": 16384},
+        "env": {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"},
+        "stall": {"process_start": 240},
+        "log_dir": str(tmp_path / "logs"),
+    }
+    return write_spec(tmp_path, spec, overrides)
+
+
+def write_spec(tmp_path: Path, spec: dict[str, Any], overrides: dict[str, Any]) -> Path:
     for key, value in overrides.items():  # a mapping merges into the default, None removes a key
         if isinstance(value, dict) and isinstance(spec.get(key), dict):
             spec[key] = {k: v for k, v in {**spec[key], **value}.items() if v is not None}
@@ -96,3 +118,31 @@ def served(engine_available: None, tmp_path_factory: pytest.TempPathFactory):  #
         "url": launch.url if launch else "",
     }
     firstlight("down", launch_id, store=store)
+
+
+def fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict[str, Any]:
+    """`up --force` a spec that fails: decided at the engine's exit (or soon after its fatal line when it
+    lingers), with the category and a root-cause line that is the kept log's own line; nothing left running."""
+    from firstlight.launch.supervisor import group_members
+    from firstlight.launch.watcher import FATAL_GRACE_S
+    from firstlight.store import Store
+
+    res = firstlight("up", str(spec), "--json", "--force", store=store)
+    assert res.returncode == 1, res.stdout + res.stderr
+    events = json_lines(res.stdout)
+    exits = [e for e in events if e["kind"] == "exit"]
+    fatal = [e for e in events if e["kind"] == "fatal_line"]
+    failed = [e for e in events if e["kind"] == "failed"]
+    assert failed, events
+    if exits and exits[0]["id"] < failed[0]["id"]:
+        assert failed[0]["ts"] - exits[0]["ts"] < 2.0  # decided within 2 s of the engine's exit
+    else:  # or the engine lingered after its fatal line, and firstlight did not wait for it
+        assert fatal and failed[0]["ts"] - fatal[0]["ts"] < FATAL_GRACE_S + 1.0
+    diag = failed[0]["diagnosis"]["diagnosis"]
+    assert diag["category"] == category, diag
+    assert text in diag["root_cause_line"]
+    launch = Store(store).latest_launch()
+    lines = Path(launch.log_path).read_bytes().decode("utf-8", "replace").split("\n")
+    assert lines[diag["line"] - 1].rstrip("\r") == diag["root_cause_line"]  # the full log is kept, line numbers hold
+    assert group_members(launch.pgid) == []  # nothing of a failed launch is left running
+    return diag

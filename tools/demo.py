@@ -1,11 +1,13 @@
-"""`make demo`: up the tiny model on the CPU engine, stream one completion, bench it, report, down.
+"""`make demo`: up the tiny model on a CPU engine, stream one completion, bench it, report, down.
 
-Runs the real commands a user would type; the store is the default one, so `firstlight status`
-shows the demo's launch afterwards.
+`--engine vllm` (the default) uses vLLM's CPU build, `--engine sglang` the real SGLang server. Runs the real
+commands a user would type; the store is the default one, so `firstlight status` shows the demo's launch
+afterwards.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from firstlight.benchmark import endpoint
 from firstlight.deployment import load_deployment
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "examples" / "tiny-vllm-cpu.yaml"
+SPECS = {"vllm": ROOT / "examples" / "tiny-vllm-cpu.yaml", "sglang": ROOT / "examples" / "tiny-sglang-cpu.yaml"}
 
 
 def firstlight(*args: str) -> int:
@@ -44,8 +46,11 @@ def stream_one(url: str, model: str) -> None:
 
 
 def main() -> int:
-    dep = load_deployment(SPEC)
-    code = firstlight("up", str(SPEC))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--engine", choices=sorted(SPECS), default="vllm")
+    spec = SPECS[parser.parse_args().engine]
+    dep = load_deployment(spec)
+    code = firstlight("up", str(spec))
     if code != 0:
         return code
     try:

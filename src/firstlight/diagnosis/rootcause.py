@@ -6,6 +6,8 @@ Ranking, highest first:
 2. a line at ERROR level or a raw traceback line beats the same text logged at INFO or WARNING;
 3. among equals the earliest wins: in a chain of exceptions the first is the cause, and a rank that
    fails first is the one that made the others fail.
+A generic exception that no signature names is placed by where it was raised: from an engine's argument or
+config validation (the last traceback frame before it), it is about the settings.
 Identical lines from many ranks (after their rank, pid and time prefixes are removed) are one cause.
 """
 
@@ -17,9 +19,13 @@ from dataclasses import dataclass, field
 
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
+    FRAME_LINE,
+    RAISED_IN_CONFIG,
     TRIGGER,
     Signature,
+    config_sources,
     error_level_lines,
+    ignored_errors,
     load_signatures,
     wrapper_lines,
 )
@@ -36,12 +42,16 @@ ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exce
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
+IGNORED_FACTOR = 0.3  # an error the engine says it ignores ranks below any exception it did not ignore
 FAILED_SCORE = 0.45  # a candidate this strong means the launch failed
 
 
 _QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b|\s(?:INFO|WARN|WARNING|DEBUG)\s+[\w.:]+[:\]]|^\[W\d"
 )
+
+
+_CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
 
 def normalise(line: str) -> str:
@@ -76,6 +86,9 @@ class RootCauseFinder:
         self.signatures = load_signatures()
         self.wrappers_rx = wrapper_lines()
         self.error_rx = error_level_lines()
+        self.config_rx = config_sources()
+        self.ignored_rx = ignored_errors()
+        self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
         self.tracebacks = 0
@@ -84,12 +97,19 @@ class RootCauseFinder:
         self._verdicts: dict[str, str | tuple[float, Signature | None] | None] = {}
 
     def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
+        if _CARETS.match(line):  # Python 3.11's `^^^^` under a traceback's code line: no evidence in it
+            return
         for cand in self._open:
             cand.after.append(line)
         self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
+        frame = FRAME_LINE.search(line)
+        if frame is not None:
+            self._frame = frame.group("path")
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
         if cand is not None:
             self._open.append(cand)
+        if frame is None and EXCEPTION_LINE.search(line):
+            self._frame = None
         self._recent.append(line)
 
     def _candidate(self, line_no: int, line: str, shape: str) -> Candidate | None:
@@ -108,6 +128,9 @@ class RootCauseFinder:
             seen.count += 1
             return None
         score, sig = verdict
+        if sig is None and self._raised_in_config(line):
+            sig = RAISED_IN_CONFIG
+            score = max(score, sig.weight + EXCEPTION_BONUS)
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
@@ -122,6 +145,12 @@ class RootCauseFinder:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
         return cand
+
+    def _raised_in_config(self, line: str) -> bool:
+        """A generic exception whose last traceback frame is an engine's argument or config validation."""
+        if self._frame is None or self.config_rx is None or not EXCEPTION_LINE.search(line):
+            return False
+        return self.config_rx.search(self._frame) is not None
 
     def _classify(self, shape: str, line: str) -> str | tuple[float, Signature | None] | None:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
@@ -156,6 +185,8 @@ class RootCauseFinder:
             return None
         if _QUIET_LEVEL.search(line):
             score *= QUIET_LEVEL_FACTOR
+        if self.ignored_rx is not None and self.ignored_rx.search(line):
+            score *= IGNORED_FACTOR
         return score, best
 
     def best(self, after: int = 0) -> Candidate | None:

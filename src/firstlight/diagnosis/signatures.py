@@ -111,3 +111,32 @@ def error_level_lines() -> re.Pattern[str] | None:
     exception's shape."""
     patterns = [a.error_line.pattern for a in ENGINES.values() if a.error_line is not None]
     return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+# A traceback frame as Python prints it; the last one before an exception line is where it was raised.
+FRAME_LINE = re.compile(r'File "(?P<path>[^"]+)", line \d+')
+
+# A generic exception raised where an engine validates its arguments or configuration is about the settings,
+# whatever its type (ValueError, AssertionError, a pydantic ValidationError).
+RAISED_IN_CONFIG = Signature(
+    "raised_in_config_validation",
+    "invalid_config",
+    0.6,
+    EXCEPTION_LINE,
+    "The engine's own check of its arguments or the model's configuration rejected the settings: the line says "
+    "which. Change the flag or the config value it names.",
+)
+
+
+@cache
+def config_sources() -> re.Pattern[str] | None:
+    """Every engine's argument- and config-validation source files, in one pattern."""
+    patterns = [p for a in ENGINES.values() for p in a.config_sources]
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+@cache
+def ignored_errors() -> re.Pattern[str] | None:
+    """Errors an engine logs and carries on from, every engine's in one pattern."""
+    patterns = [p.pattern for a in ENGINES.values() for p in a.ignored_errors]
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None

@@ -55,6 +55,17 @@ class Software:
 
 
 @dataclass(frozen=True)
+class RequiredVariable:
+    """An environment variable the engine needs whenever one of its flags has a given value."""
+
+    flag: str  # without dashes, as in a spec's args
+    value: str
+    variable: str
+    setting: str
+    why: str  # what goes wrong without it
+
+
+@dataclass(frozen=True)
 class MemoryFlags:
     """The flags that size the engine's memory, and its rules about free memory."""
 
@@ -145,6 +156,12 @@ class EngineAdapter:
     fatal_lines: tuple[re.Pattern[str], ...] = ()
     # Lines that only say that something failed before them (the diagnosis looks past them for the cause).
     wrapper_lines: tuple[re.Pattern[str], ...] = ()
+    # Source files (path fragments, regexes) where the engine validates its arguments and configuration: a
+    # generic exception raised there (the last traceback frame before it) is about the settings.
+    config_sources: tuple[str, ...] = ()
+    # Errors the engine logs and carries on from (SGLang skips a model module that fails to import): a cause
+    # only when nothing later explains the failure.
+    ignored_errors: tuple[re.Pattern[str], ...] = ()
     # A line the engine writes at its error level (a cause candidate even without an exception's shape).
     error_line: re.Pattern[str] | None = None
     # The engine's own line prefix (process tag, level, time, source): stripped to compare the same message
@@ -159,6 +176,7 @@ class EngineAdapter:
     health_path: str = "/health"
     metrics_prefix: str | None = None  # how the engine's own series start in /metrics
     default_env: Mapping[str, str] = field(default_factory=dict)
+    required_env: tuple[RequiredVariable, ...] = ()
     # The model name requests must carry; transformers serve pins the path it was given.
     request_model: Callable[[Deployment], str] = lambda d: d.served_model_name
     software: Software = field(default_factory=Software)
@@ -247,6 +265,11 @@ def parallel_flags(dep: Deployment, names: Mapping[str, str]) -> list[str]:
         if value > 1:
             out += [flag, str(value)]
     return out
+
+
+# uvicorn (the HTTP server of SGLang, vLLM and transformers serve) could not bind the port. It says so only
+# after "Application startup complete.", and SGLang 0.5.23 then hangs instead of exiting.
+UVICORN_BIND_FAILED = r"error while attempting to bind on address"
 
 
 def compile_all(*patterns: str) -> tuple[re.Pattern[str], ...]:

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 from firstlight.engines.base import (
     ANY,
     NOWHERE,
+    UVICORN_BIND_FAILED,
     AttentionBackends,
     EngineAdapter,
     MemoryFlags,
     MethodSource,
     MultiNode,
+    RequiredVariable,
     Software,
     SpecDecodeMetrics,
     arch,
@@ -124,6 +126,7 @@ ATTENTION = AttentionBackends(
 SCHEDULER_FAILED = compile_all(
     r"Scheduler hit an exception",
     r"Received sigquit from a child",
+    r"SIGQUIT received\..*child failed",  # 0.5.23's wording
     r"scheduler (is dead|died during initialization)",
     r"Initialization failed\.",
     r"Subprocess \S+ \(pid=\d+\) crashed",
@@ -141,7 +144,7 @@ SGLANG = EngineAdapter(
         ("weights_loaded", r"Load weight end\."),
         ("kv_cache_allocated", r"KV Cache is allocated\.|Memory pool end\."),
         ("cuda_graph_capture", r"Capture .*(cuda|CUDA) graph begin"),
-        ("cuda_graph_done", r"Capture .*(cuda|CUDA) graph end|max_total_num_tokens=\d+"),
+        ("cuda_graph_done", r"Capture .*(cuda|CUDA) graph end"),
         ("http_listening", r"Uvicorn running on |Application startup complete\."),
         ("warmup_done", r"\"POST /generate HTTP/1\.1\" 200"),
     ),
@@ -160,9 +163,12 @@ SGLANG = EngineAdapter(
         ),
     ),
     ready_line=re.compile(r"The server is fired up and ready to roll"),
-    fatal_lines=SCHEDULER_FAILED,
+    fatal_lines=(*SCHEDULER_FAILED, *compile_all(UVICORN_BIND_FAILED)),
     line_prefix=re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: \w+)*\]\s*"),  # [2025-03-10 14:17:52 TP6]
     wrapper_lines=SCHEDULER_FAILED,
+    config_sources=(r"sglang/srt/server_args\.py", r"sglang/srt/arg_groups/", r"sglang/srt/configs/"),
+    # srt/models/registry.py logs it and leaves the model out; it matters only if that model is the one served
+    ignored_errors=compile_all(r"Ignore import error when loading sglang\.srt\.models\."),
     fingerprints=compile_all(
         r"\bsglang[./:]",
         r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)",
@@ -171,6 +177,17 @@ SGLANG = EngineAdapter(
         r"sgl[_-]kernel",
     ),
     default_env={"HF_HUB_OFFLINE": "1"},
+    required_env=(
+        RequiredVariable(
+            "device",
+            "cpu",
+            "SGLANG_USE_CPU_ENGINE",
+            "1",
+            # srt/layers/rotary_embedding/base.py: without the CPU engine switch, 0.5.23 imports vLLM's ops
+            "without it SGLang takes its CUDA code path on the CPU and stops at start-up on "
+            "`from vllm._custom_ops import rotary_embedding`",
+        ),
+    ),
     hang_hints={"weights_loading": "SGLang gives up waiting for the other ranks after 480 s."},
     metrics_prefix="sglang:",
     software=Software(

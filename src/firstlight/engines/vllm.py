@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from firstlight.engines.base import (
     ANY,
     NOWHERE,
+    UVICORN_BIND_FAILED,
     AttentionBackends,
     EngineAdapter,
     MemoryFlags,
@@ -151,13 +152,14 @@ VLLM = EngineAdapter(
         ),
     ),
     ready_line=re.compile(r"Application startup complete\."),
-    fatal_lines=compile_all(*ENGINE_FAILED, r"EngineCore encountered a fatal error"),
+    fatal_lines=compile_all(*ENGINE_FAILED, r"EngineCore encountered a fatal error", UVICORN_BIND_FAILED),
     # (EngineCore_DP0 pid=123) ERROR 11-30 00:35:02 [core.py:1510] …
     line_prefix=re.compile(
         r"\(\w+(?:[-_]\w+)* pid=\d+\)\s*"
         r"|(?:INFO|ERROR|WARNING|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s*"
     ),
     log_time=re.compile(r"\b(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"),  # MM-DD HH:MM:SS
+    config_sources=(r"vllm/config/", r"vllm/config\.py", r"vllm/engine/arg_utils\.py"),
     wrapper_lines=compile_all(
         *ENGINE_FAILED,
         r"EngineDeadError",

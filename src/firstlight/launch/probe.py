@@ -67,8 +67,10 @@ def generate_one_token(client: httpx.Client, url: str, model: str, timeout: floa
 
 
 class ReadinessProber:
-    """Probes in a thread with backoff; `hint()` (the port should be up now) makes it try at once and
-    then often, so readiness is noticed within a fraction of a second of the engine's own signal."""
+    """Probes in a thread with backoff; `hint()` (a phase entered, the engine's ready line) makes it try at
+    once and then often, backing off again from there, so readiness is noticed within a fraction of a second
+    of the engine's own signal without hammering a server that answers "not yet" (SGLang's /health is 503
+    until its warm-up generation is done, and each call writes an access-log line)."""
 
     SLOW_MAX_S = 2.0
     FAST_S = 0.05
@@ -81,14 +83,14 @@ class ReadinessProber:
         self.on_result = on_result
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._fast = False
+        self._hinted = False
         self._thread = threading.Thread(target=self._run, name="readiness-prober", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def hint(self) -> None:
-        self._fast = True
+        self._hinted = True
         self._wake.set()
 
     def stop(self) -> None:
@@ -100,10 +102,12 @@ class ReadinessProber:
         last_detail = ""
         with httpx.Client(trust_env=False, headers=endpoint.headers(self.api_key)) as client:
             while not self._stop.is_set():
-                self._wake.wait(self.FAST_S if self._fast else delay)
+                self._wake.wait(delay)
                 self._wake.clear()
                 if self._stop.is_set():
                     return
+                if self._hinted:
+                    self._hinted, delay = False, self.FAST_S
                 result = check_health(client, self.url, self.health_path)
                 if result.ok:
                     result = generate_one_token(client, self.url, self.model, self.gen_timeout)

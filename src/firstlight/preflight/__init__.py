@@ -17,6 +17,7 @@ from firstlight.preflight.engine import (
     check_attention_backend,
     check_engine_environment,
     check_engine_flags,
+    check_engine_variables,
     check_speculative,
 )
 from firstlight.preflight.finding import SEVERITY_RANK, Finding, Findings
@@ -32,6 +33,7 @@ CHECKS: tuple[Check, ...] = (
     check_model_files,
     check_engine_environment,
     check_engine_flags,
+    check_engine_variables,
     check_speculative,
     check_gpu_processes,
     check_parallelism,

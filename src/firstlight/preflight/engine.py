@@ -109,6 +109,29 @@ def check_engine_flags(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
     return out
 
 
+def check_engine_variables(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
+    """The environment variables the engine needs for the flags the spec gives it (in the spec, so that a
+    rendered unit or a systemd launch has them too, not only a shell that exported them)."""
+    out = []
+    for rule in engine.required_env:
+        if str(dep.arg(rule.flag)).lower() != rule.value:
+            continue
+        have = dep.env.get(rule.variable, engine.default_env.get(rule.variable))
+        if have is not None and str(have) == rule.setting:
+            out.append(ok("engine_variables", f"{rule.variable}={rule.setting} for --{rule.flag} {rule.value}"))
+            continue
+        out.append(
+            fail(
+                "engine_variables",
+                f"--{rule.flag} {rule.value} needs {rule.variable}={rule.setting}"
+                + (f", the spec sets {have!r}" if have is not None else ", the spec does not set it"),
+                f'Add `{rule.variable}: "{rule.setting}"` to the spec\'s env: {rule.why}.',
+                variable=rule.variable,
+            )
+        )
+    return out
+
+
 def check_attention_backend(facts: Facts, dep: Deployment, engine: EngineAdapter) -> list[Finding]:
     kind = facts.model.config.attention if facts.model and facts.model.config else "MHA"
     gpus = used_gpus(facts, dep)
