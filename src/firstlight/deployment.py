@@ -218,6 +218,17 @@ class Deployment(BaseModel):
             return [k if k.startswith("-") else f"--{k}" for k in self.args]
         return [a.split("=", 1)[0] for a in self.args if a.startswith("--")]
 
+    def with_args(self, flags: dict[str, Any]) -> Deployment:
+        """The same launch with these engine flags set (replacing the same flags in `args`, mapping or list)."""
+        if isinstance(self.args, dict):
+            args: dict[str, Any] | list[str] = {
+                **{k: v for k, v in self.args.items() if k.lstrip("-") not in flags},
+                **flags,
+            }
+        else:
+            args = _without(list(self.args), flags) + [part for f, v in flags.items() for part in (f"--{f}", str(v))]
+        return self.model_copy(update={"args": args})
+
     def with_supervisor(self, supervisor: str) -> Deployment:
         """The same launch under another supervisor (embedded or systemd)."""
         if supervisor not in ("embedded", "systemd"):
@@ -250,6 +261,22 @@ class Deployment(BaseModel):
                 path = Path(os.path.normpath(base / path))
             update[field] = path
         return self.model_copy(update=update)
+
+
+def _without(args: list[str], flags: dict[str, Any]) -> list[str]:
+    """A list of engine arguments without these flags (and their values)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0].lstrip("-")
+        if arg.startswith("--") and name in flags:
+            skip = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--")
+            continue
+        out.append(arg)
+    return out
 
 
 def _env_value(value: Any) -> str:

@@ -301,7 +301,9 @@ def test_cli_check_with_recorded_facts_json_and_exit_codes(tmp_path: Path) -> No
     res = run_cli("check", str(spec), "--json", "--facts", str(FACTS / "h200x2-gpu0-40g.json"), timeout=60)
     assert res.returncode == 2, res.stderr
     findings = json.loads(res.stdout)
-    assert all(set(f) == {"id", "severity", "message", "evidence", "remedy"} for f in findings)
+    assert all(set(f) == {"id", "severity", "message", "evidence", "remedy", "facts"} for f in findings)
+    fit = next(f for f in findings if f["id"] == "memory_fit")
+    assert fit["facts"]["gpus"]["kind"] == "recorded" and fit["facts"]["model"]["kind"] == "live"
     assert any(f["id"] == "gpu_processes" and f["severity"] == "fail" for f in findings)
     bad = run_cli("check", str(tmp_path / "nope.yaml"), timeout=60)
     assert bad.returncode == 2 and "no such spec file" in bad.stderr and "Traceback" not in bad.stderr

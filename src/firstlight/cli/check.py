@@ -15,12 +15,21 @@ from firstlight.cli.common import console, show_findings
 def check(
     spec: Annotated[Path, typer.Argument(help="the Deployment spec (YAML)")],
     json_out: Annotated[bool, typer.Option("--json", help="print the findings as a JSON list")] = False,
-    facts_file: Annotated[Path | None, typer.Option("--facts", help="recorded facts (from `facts --save`)")] = None,
+    facts_file: Annotated[
+        Path | None, typer.Option("--facts", help="the GPUs and host as recorded elsewhere (`facts --save`)")
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option("--gpus", help="plan for GPUs you do not have: COUNTxMODEL, e.g. 8xB200 (facts synthetic)"),
+    ] = None,
+    context: Annotated[
+        int | None, typer.Option("--context", help="tokens per request (prompt + output) for the KV capacity")
+    ] = None,
 ) -> None:
     """Check the host, the GPUs, the model and the engine's environment against the spec."""
     from firstlight.preflight import check as run_check
 
-    findings = run_check(spec, facts_file)
+    findings = run_check(spec, facts_file, gpus, context)
     if json_out:
         print(json.dumps(findings.to_list(), indent=1))
     else:

@@ -59,12 +59,20 @@ def show_findings(findings: list[Any]) -> None:
     table = Table(show_edge=False, show_header=True)
     table.add_column("", no_wrap=True)
     table.add_column("check", no_wrap=True)
+    # where the facts of each finding came from, when some were not observed here and now
+    kinds = [sorted({s.get("kind", "live") for s in getattr(f, "facts", {}).values()}) for f in findings]
+    elsewhere = any(set(k) - {"live"} for k in kinds)
+    if elsewhere:
+        table.add_column("facts", no_wrap=True)
     table.add_column("finding")
-    for f in findings:
+    for f, kind in zip(findings, kinds, strict=True):
         text = Text(f.message)
         if f.remedy and f.severity != "ok":
             text.append("\n→ " + f.remedy, style="cyan")
-        table.add_row(Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.id, text)
+        row = [Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.id]
+        if elsewhere:
+            row.append(Text(", ".join(kind), style="" if kind == ["live"] else "magenta"))
+        table.add_row(*row, text)
     console().print(table)
 
 

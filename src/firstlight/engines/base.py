@@ -52,6 +52,13 @@ class Software:
     entrypoints: tuple[str, ...] = ()
     # Where the installed release lists its speculative-decoding methods.
     speculative_methods: MethodSource | None = None
+    # Folders (relative to the package, searched recursively) of the tuned fused-MoE kernel configurations the
+    # release ships (`E=..,N=..,device_name=..[,dtype=..][,block_shape=..].json`), and how to tune a missing one.
+    moe_configs: tuple[str, ...] = ()
+    moe_tuner: str = ""
+    moe_config_env: str = ""  # where the engine also looks for tuned configurations
+    # Flags whose libraries must be installed (DeepEP for expert parallelism's all-to-all).
+    needs_library: tuple[NeedsLibrary, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,17 @@ class RequiredVariable:
     variable: str
     setting: str
     why: str  # what goes wrong without it
+
+
+@dataclass(frozen=True)
+class NeedsLibrary:
+    """A flag value that only works with a library installed in the engine's environment (an expert-parallel
+    all-to-all backend and its kernels)."""
+
+    flag: str  # without dashes, as in a spec's args
+    value: str | None  # the value that needs it (a substring); None: the bare flag
+    distributions: tuple[str, ...]  # any one of them will do
+    what: str
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from firstlight.engines.base import (
     MemoryFlags,
     MethodSource,
     MultiNode,
+    NeedsLibrary,
     RequiredVariable,
     Software,
     SpecDecodeMetrics,
@@ -196,6 +197,16 @@ SGLANG = EngineAdapter(
         module="sglang",
         flag_sources=("srt/server_args.py", "srt/arg_groups"),
         entrypoints=("sglang.launch_server",),
+        # 0.5.x (one folder per Triton version); older releases kept them under srt/layers/moe/fused_moe_triton
+        moe_configs=("srt/layers/moe/moe_runner/triton_utils/configs", "srt/layers/moe/fused_moe_triton/configs"),
+        moe_tuner="benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py in the SGLang source tree",
+        moe_config_env="SGLANG_MOE_CONFIG_DIR",
+        # srt/arg_groups: --moe-a2a-backend {none,deepep,mooncake,...} (0.5), --enable-deepep-moe before it
+        needs_library=(
+            NeedsLibrary("moe-a2a-backend", "deepep", ("deep_ep", "sgl-deep-ep"), "DeepEP"),
+            NeedsLibrary("enable-deepep-moe", None, ("deep_ep", "sgl-deep-ep"), "DeepEP"),
+            NeedsLibrary("moe-a2a-backend", "mooncake", ("mooncake-transfer-engine",), "Mooncake's EP"),
+        ),
         # the members of `class SpeculativeAlgorithm(Enum)` (NEXTN is an alias of EAGLE, not a member)
         speculative_methods=MethodSource(
             "srt/speculative/spec_info.py",

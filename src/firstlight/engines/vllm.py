@@ -19,6 +19,7 @@ from firstlight.engines.base import (
     MemoryFlags,
     MethodSource,
     MultiNode,
+    NeedsLibrary,
     Software,
     SpecDecodeMetrics,
     arch,
@@ -181,6 +182,14 @@ VLLM = EngineAdapter(
         module="vllm",
         flag_sources=("engine/arg_utils.py", "config"),
         entrypoints=("vllm.entrypoints.openai.api_server",),
+        moe_configs=("model_executor/layers/fused_moe/configs",),
+        moe_tuner="benchmarks/kernels/benchmark_moe.py --tune in the vLLM source tree",
+        moe_config_env="VLLM_TUNED_CONFIG_FOLDER",
+        # --all2all-backend {naive,pplx,deepep_high_throughput,deepep_low_latency,...} (engine/arg_utils.py)
+        needs_library=(
+            NeedsLibrary("all2all-backend", "deepep", ("deep_ep",), "DeepEP"),
+            NeedsLibrary("all2all-backend", "pplx", ("pplx_kernels", "pplx-kernels"), "pplx-kernels"),
+        ),
         # `SpeculativeMethod = Literal[...]` and the `…Types = Literal[...]` it includes
         speculative_methods=MethodSource(
             "config/speculative.py",

@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,6 +35,26 @@ class Recorded(BaseModel):
     by: str = ""
 
 
+class Source(BaseModel):
+    """Where one section of the facts came from: observed here now, read from a recording, or made up from
+    the GPU catalogue (`check --gpus`)."""
+
+    kind: Literal["live", "recorded", "synthetic"] = "live"
+    at: str = ""
+    hostname: str = ""
+    file: str = ""
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "recorded":
+            where = f" ({self.file})" if self.file else ""
+            return f"recorded on {self.hostname or 'an unnamed host'} at {self.at or 'an unknown time'}{where}"
+        if self.kind == "synthetic":
+            return f"synthetic: {self.detail}" if self.detail else "synthetic"
+        return "live"
+
+
 class Facts(BaseModel):
     model_config = ConfigDict(extra="ignore")
     recorded: Recorded = Field(default_factory=Recorded)
@@ -41,6 +62,13 @@ class Facts(BaseModel):
     host: HostFacts = Field(default_factory=HostFacts)
     model: ModelFacts | None = None
     software: SoftwareFacts | None = None
+    # where each section came from (not saved: a saved file's sections are "recorded" when read back)
+    sources: dict[str, Source] = Field(default_factory=dict, exclude=True)
+    # what was seen while the facts were put together (a recorded section that describes something else)
+    notes: list[str] = Field(default_factory=list, exclude=True)
+
+    def source(self, section: str) -> Source:
+        return self.sources.get(section, Source())
 
     def sections(self) -> set[str]:
         """The sections this value really holds (a recorded file may have only some; a null one is absent)."""
@@ -91,9 +119,12 @@ def load_facts(path: Path | str) -> Facts:
     if not isinstance(data, dict) or not any(k in data for k in SECTIONS):
         raise FactsError(f"{path} holds no facts (expected some of: {', '.join(SECTIONS)})")
     try:
-        return Facts.model_validate(data)
+        facts = Facts.model_validate(data)
     except ValidationError as e:
         raise FactsError(f"{path}: not facts firstlight can read: {e}") from e
+    recorded = Source(kind="recorded", at=facts.recorded.at, hostname=facts.recorded.hostname, file=str(path))
+    facts.sources = dict.fromkeys(facts.sections(), recorded)
+    return facts
 
 
 def save_facts(facts: Facts, path: Path | str) -> None:
@@ -111,6 +142,7 @@ __all__ = [
     "ModelFacts",
     "Recorded",
     "SoftwareFacts",
+    "Source",
     "gather_facts",
     "load_facts",
     "save_facts",

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from firstlight.facts.estimate import WeightEstimate, estimate_weights
+
 DTYPE_BYTES = {
     "BOOL": 1,
     "U8": 1,
@@ -36,6 +38,7 @@ DTYPE_BYTES = {
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "tiktoken.model", "vocab.json")
 PLACEHOLDER_FORMATS = {None, "", "fakequant"}
+INDEX_FILE = "model.safetensors.index.json"
 GGUF_MAGIC = b"GGUF"
 
 
@@ -45,6 +48,8 @@ class Quantization(BaseModel):
     formats: list[str] = Field(default_factory=list)
     group_size: int | None = None
     bits: int | None = None
+    weight_block_size: list[int] | None = None  # block-wise FP8 (DeepSeek's [128, 128])
+    algorithm: str | None = None  # ModelOpt's quant_algo (NVFP4, FP8)
 
 
 class ModelConfig(BaseModel):
@@ -64,6 +69,7 @@ class ModelConfig(BaseModel):
     q_lora_rank: int | None = None
     experts: int | None = None
     experts_per_token: int | None = None
+    moe_intermediate_size: int | None = None  # one expert's MLP width
     max_position_embeddings: int | None = None
     dtype: str | None = None
     quantization: Quantization | None = None
@@ -85,6 +91,17 @@ class Weights(BaseModel):
     params: int = 0
     bytes: int = 0
     corrupt_shards: list[str] = Field(default_factory=list)
+    from_index: bool = False  # bytes are the index's total_size, not the sum of the shards' headers
+    estimated: bool = False  # bytes are estimated from config.json (no shards, no index)
+
+
+class ShardIndex(BaseModel):
+    """`model.safetensors.index.json`: the checkpoint's total weight bytes and the shards it is cut into."""
+
+    model_config = ConfigDict(extra="ignore")
+    total_size: int | None = None
+    shards: list[str] = Field(default_factory=list)
+    error: str | None = None
 
 
 class ModelFacts(BaseModel):
@@ -95,10 +112,13 @@ class ModelFacts(BaseModel):
     config_present: bool = False
     config: ModelConfig | None = None
     config_error: str | None = None
+    index: ShardIndex | None = None
     shards: list[Shard] = Field(default_factory=list)
+    missing_shards: list[str] = Field(default_factory=list)  # listed in the index, not in the directory
     other_weights: list[str] = Field(default_factory=list)
     tokenizer_files: list[str] = Field(default_factory=list)
     weights: Weights = Field(default_factory=Weights)
+    estimate: WeightEstimate | None = None
 
 
 def gather_model_facts(path: Path | str) -> ModelFacts:
@@ -108,16 +128,50 @@ def gather_model_facts(path: Path | str) -> ModelFacts:
     if not path.is_dir():
         return ModelFacts(path=str(path), exists=False)
     facts = ModelFacts(path=str(path), exists=True, config_present=(path / "config.json").is_file())
+    raw: dict[str, Any] | None = None
     if facts.config_present:
         try:
-            facts.config = ModelConfig.model_validate(describe_config(json.loads((path / "config.json").read_text())))
-        except (ValueError, UnicodeDecodeError) as e:
+            raw = with_modelopt_quantization(json.loads((path / "config.json").read_text()), path)
+            facts.config = ModelConfig.model_validate(describe_config(raw))
+        except (ValueError, UnicodeDecodeError, AttributeError) as e:
             facts.config_error = f"config.json is not valid JSON: {e}"
     facts.shards = [Shard.model_validate(read_shard(p)) for p in sorted(path.glob("*.safetensors"))]
     facts.other_weights = sorted(p.name for p in path.iterdir() if p.suffix in (".bin", ".pt", ".gguf"))
     facts.tokenizer_files = [n for n in TOKENIZER_FILES if (path / n).is_file()]
     facts.weights = summarise_shards(facts.shards)
+    if (path / INDEX_FILE).is_file():
+        facts.index = read_index(path / INDEX_FILE)
+        present = {s.file for s in facts.shards}
+        facts.missing_shards = [name for name in facts.index.shards if name not in present]
+        if facts.missing_shards and facts.index.total_size:
+            # the headers of the shards that are here undercount: the index knows the whole checkpoint
+            facts.weights = facts.weights.model_copy(update={"bytes": facts.index.total_size, "from_index": True})
+    if not facts.weights.bytes and not facts.other_weights and raw is not None:
+        facts.estimate = estimate_weights(raw)  # no shards, no index: sized from the architecture
+        if facts.estimate is not None:
+            facts.weights = Weights(params=facts.estimate.params, bytes=facts.estimate.bytes, estimated=True)
     return facts
+
+
+def with_modelopt_quantization(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    """NVIDIA ModelOpt checkpoints may keep their quantization in hf_quant_config.json instead of config.json."""
+    extra = path / "hf_quant_config.json"
+    if config.get("quantization_config") or not extra.is_file():
+        return config
+    quant = json.loads(extra.read_text()).get("quantization") or {}
+    ignore = quant.pop("exclude_modules", None) or []
+    return {**config, "quantization_config": {"quant_method": "modelopt", **quant, "ignore": ignore}}
+
+
+def read_index(path: Path) -> ShardIndex:
+    """The index's total size (bytes of every tensor) and its shard names: enough to plan without the shards."""
+    try:
+        data = json.loads(path.read_text())
+        total = (data.get("metadata") or {}).get("total_size")
+        shards = sorted(set((data.get("weight_map") or {}).values()))
+        return ShardIndex(total_size=int(total) if total is not None else None, shards=shards)
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        return ShardIndex(error=f"{path.name} is not a readable index: {e}")
 
 
 def gguf_facts(path: Path) -> ModelFacts:
@@ -165,6 +219,9 @@ def describe_config(config: dict[str, Any]) -> dict[str, Any]:
         "q_lora_rank": text.get("q_lora_rank"),
         "experts": experts,
         "experts_per_token": text.get("num_experts_per_tok") or text.get("moe_topk"),
+        # Mixtral-style experts are whole MLPs of intermediate_size
+        "moe_intermediate_size": text.get("moe_intermediate_size")
+        or (text.get("intermediate_size") if experts else None),
         "max_position_embeddings": text.get("max_position_embeddings"),
         "dtype": config.get("torch_dtype") or config.get("dtype") or text.get("torch_dtype"),
         "quantization": describe_quantization(quant) if isinstance(quant, dict) else None,
@@ -190,6 +247,8 @@ def describe_quantization(quant: dict[str, Any]) -> dict[str, Any]:
         "formats": sorted(formats),
         "group_size": group_size or quant.get("group_size"),
         "bits": bits or quant.get("bits") or quant.get("w_bit"),
+        "weight_block_size": quant.get("weight_block_size"),
+        "algorithm": quant.get("quant_algo"),
     }
 
 

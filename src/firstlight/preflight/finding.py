@@ -18,6 +18,9 @@ class Finding:
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     remedy: str = ""
+    # the sections of the facts the finding stands on, and where each came from (kind: live, recorded with
+    # its date, host and file, or synthetic)
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

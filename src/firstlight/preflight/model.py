@@ -5,6 +5,7 @@ from __future__ import annotations
 from firstlight.deployment import Deployment
 from firstlight.engines import EngineAdapter
 from firstlight.facts import Facts, ModelFacts
+from firstlight.facts.model import INDEX_FILE
 from firstlight.preflight.finding import Finding, fail, ok, warn
 
 
@@ -47,11 +48,33 @@ def check_model_files(facts: Facts, dep: Deployment, engine: EngineAdapter) -> l
                 errors=errors,
             )
         )
-    if not model.shards and not model.other_weights:
+    index = model.index
+    if model.missing_shards and index is not None:
+        have = len(index.shards) - len(model.missing_shards)
+        sized = f"{index.total_size / 1024**3:.1f} GiB by the index" if index.total_size else "size unknown"
+        shown = ", ".join(model.missing_shards[:3]) + (" …" if len(model.missing_shards) > 3 else "")
         out.append(
-            fail(
+            (warn if have == 0 else fail)(
                 "model_files",
-                f"{path} holds no weights (*.safetensors, *.bin, *.gguf)",
+                f"{len(model.missing_shards)} of the {len(index.shards)} shard(s) in {INDEX_FILE} are not here "
+                f"({shown}); weights {sized}" + ("; enough to plan a launch, not to run one" if have == 0 else ""),
+                "Download every shard the index lists into the model directory before launching.",
+                missing=model.missing_shards[:20],
+                total_size=index.total_size,
+            )
+        )
+    elif not model.shards and not model.other_weights:
+        planning = facts.source("gpus").kind != "live"  # checked for other GPUs than these: plan, not launch
+        sized = (
+            f"; sized from config.json: {model.weights.params / 1e9:.1f} B parameters, "
+            f"{model.weights.bytes / 1024**3:.1f} GiB (an estimate)"
+            if model.weights.estimated
+            else ""
+        )
+        out.append(
+            (warn if planning and sized else fail)(
+                "model_files",
+                f"{path} holds no weights (*.safetensors, *.bin, *.gguf){sized}",
                 "Download the weights into the model directory.",
                 path=path,
             )

@@ -82,7 +82,7 @@ def check_quantization(facts: Facts, dep: Deployment, engine: EngineAdapter) -> 
         out.append(
             ok(
                 "quantization",
-                f"{quant.method} {', '.join(quant.formats)} is supported".strip(),
+                f"{quant.method} {', '.join(quant.formats or [quant.algorithm or ''])} is supported".replace("  ", " "),
                 **quant.model_dump(),
             )
         )

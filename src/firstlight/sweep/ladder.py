@@ -75,15 +75,7 @@ class Ladder:
         """The spec with the current rung's flags set in its args."""
         if not self.rungs:
             return dep
-        flags = self.current()
-        if isinstance(dep.args, dict):
-            args: dict[str, Any] | list[str] = {
-                **{k: v for k, v in dep.args.items() if k.lstrip("-") not in flags},
-                **flags,
-            }
-        else:
-            args = _without(list(dep.args), flags) + [part for f, v in flags.items() for part in (f"--{f}", str(v))]
-        return dep.model_copy(update={"args": args})
+        return dep.with_args(self.current())
 
 
 def build_ladder(spec: dict[str, Any], engine: EngineAdapter, facts: Facts | None) -> Ladder:
@@ -134,18 +126,3 @@ def _auto(flag: str, engine: EngineAdapter, facts: Facts | None, notes: list[str
     ladder = backends.ladder(major, kind)
     notes.append(f"{flag}: auto → {' → '.join(ladder)} (SM{major}, {kind} attention)")
     return ladder
-
-
-def _without(args: list[str], flags: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0].lstrip("-")
-        if arg.startswith("--") and name in flags:
-            skip = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--")
-            continue
-        out.append(arg)
-    return out

@@ -112,6 +112,13 @@ class SweepPlan(BaseModel):
             raise ValueError("name at least one variant, e.g. baseline: {}")
         return value
 
+    @field_validator("base", mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("name the Deployment spec the variants start from")
+        return value
+
     @field_validator("ladder")
     @classmethod
     def _rungs(cls, value: dict[str, LadderValues]) -> dict[str, LadderValues]:
@@ -219,13 +226,18 @@ def load_plan(path: Path | str) -> SweepPlan:
         raise SpecError(format_validation_error(e, str(path), "plan", PLAN_EXAMPLES, fields)) from e
     base = plan.base.expanduser()
     plan.base = base if base.is_absolute() else Path(os.path.normpath(plan_dir / base))
+    if not plan.base.is_file():
+        raise SpecError(f"{path}: base: {plan.base} is not a spec file\n      e.g. {PLAN_EXAMPLES['base']}")
     plan.name = plan.name or path.stem
     from firstlight.engines import get_engine
     from firstlight.sweep.ladder import build_ladder
 
     for variant in plan.variants:
         dep = plan.deployment(variant)  # every variant is a valid spec before anything starts
-        build_ladder(plan.ladder, get_engine(dep.engine), None)  # and every ladder key one its engine has
+        try:
+            build_ladder(plan.ladder, get_engine(dep.engine), None)  # and every ladder key one its engine has
+        except SpecError as e:
+            raise SpecError(f"{path}: {e}\n      e.g. {PLAN_EXAMPLES['ladder']}") from e
     return plan
 
 
