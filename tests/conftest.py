@@ -146,3 +146,21 @@ def fail_and_check(spec: Path, store: Path, category: str, text: str) -> dict[st
     assert lines[diag["line"] - 1].rstrip("\r") == diag["root_cause_line"]  # the full log is kept, line numbers hold
     assert group_members(launch.pgid) == []  # nothing of a failed launch is left running
     return diag
+
+
+def bench_two_levels(url: str, store: Path, out: Path) -> list[dict[str, Any]]:
+    """`firstlight bench` at C=1 and C=4, 8 requests of 32 input and 16 output tokens each; every level
+    complete with exact output lengths (the tiny model never stops early; the engines report usage)."""
+    res = firstlight(
+        "bench", "--url", url, "--concurrency", "1,4", "--num-requests", "8",
+        "--input-len", "32", "--output-len", "16", "--warmup", "1", "--json", str(out),
+        store=store, timeout=180,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    levels: list[dict[str, Any]] = json.loads(out.read_text())["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4]
+    for lv in levels:
+        assert lv["state"] == "complete" and lv["completed"] == 8 and lv["failed"] == 0
+        assert lv["output_tokens"] == 8 * 16
+        assert lv["ttft_ms"]["p50"] > 0 and lv["itl_ms"]["n"] > 0 and lv["tpot_ms"]["p50"] > 0
+    return levels

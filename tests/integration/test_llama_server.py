@@ -6,7 +6,6 @@ model is loaded, then one generated token), its failures diagnosed from its own 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import yaml
 import firstlight as fl
 from firstlight.launch.supervisor import group_members
 from firstlight.logs import PHASES
-from tests.conftest import LLAMA_SERVER, TINY_GGUF, firstlight, free_port
+from tests.conftest import LLAMA_SERVER, TINY_GGUF, bench_two_levels, firstlight, free_port
 
 pytestmark = [pytest.mark.engine]
 
@@ -67,19 +66,7 @@ def test_up_ready_bench_down(tmp_path: Path) -> None:
         assert ready.data["detail"].startswith("generated 1 token")
         assert httpx.get(record.url + "/health", timeout=5).json() == {"status": "ok"}
 
-        out = tmp_path / "bench.json"
-        res = firstlight(
-            "bench", "--url", record.url, "--concurrency", "1,4", "--num-requests", "8",
-            "--input-len", "32", "--output-len", "16", "--warmup", "1", "--json", str(out),
-            store=store, timeout=180,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stdout + res.stderr
-        levels = json.loads(out.read_text())["levels"]
-        assert [lv["concurrency"] for lv in levels] == [1, 4]
-        for lv in levels:
-            assert lv["state"] == "complete" and lv["completed"] == 8 and lv["failed"] == 0
-            assert lv["output_tokens"] == 8 * 16  # ignore_eos and the server's usage: exact lengths
-            assert lv["ttft_ms"]["p50"] > 0 and lv["itl_ms"]["n"] > 0
+        bench_two_levels(record.url, store, tmp_path / "bench.json")
     finally:
         result = launch.down()
     assert result.stopped and not result.survivors

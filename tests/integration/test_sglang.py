@@ -24,7 +24,15 @@ import firstlight as fl
 from firstlight.benchmark import specdecode
 from firstlight.launch.supervisor import group_members
 from firstlight.store import Store
-from tests.conftest import SGLANG_PY, TINY_MODEL, fail_and_check, firstlight, json_lines, sglang_spec
+from tests.conftest import (
+    SGLANG_PY,
+    TINY_MODEL,
+    bench_two_levels,
+    fail_and_check,
+    firstlight,
+    json_lines,
+    sglang_spec,
+)
 
 pytestmark = [pytest.mark.engine]
 
@@ -82,20 +90,8 @@ def test_ready_is_sglang_health_after_warmup_then_one_streamed_token(sglang_serv
 
 def test_bench_measures_sglang_and_reads_its_server_info(sglang_served: dict[str, Any], tmp_path: Path) -> None:
     url = sglang_served["launch"].url
-    out = tmp_path / "bench.json"
-    res = firstlight(
-        "bench", "--url", url, "--concurrency", "1,4", "--num-requests", "8",
-        "--input-len", "32", "--output-len", "16", "--warmup", "1", "--json", str(out),
-        store=sglang_served["store"], timeout=180,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stdout + res.stderr
-    levels = json.loads(out.read_text())["levels"]
-    assert [lv["concurrency"] for lv in levels] == [1, 4]
-    for lv in levels:
-        assert lv["state"] == "complete" and lv["completed"] == 8 and lv["failed"] == 0
-        assert lv["output_tokens"] == 8 * 16  # SGLang honours ignore_eos and reports usage: exact lengths
-        assert lv["ttft_ms"]["p50"] > 0 and lv["itl_ms"]["n"] > 0 and lv["tpot_ms"]["p50"] > 0
-        assert lv.get("speculative") is None  # no speculative decoding: no acceptance invented
+    levels = bench_two_levels(url, sglang_served["store"], tmp_path / "bench.json")
+    assert all(lv.get("speculative") is None for lv in levels)  # no speculative decoding: no acceptance invented
     # /metrics is 404 without --enable-metrics, so bench asked /server_info before and after each level
     log = Path(sglang_served["launch"].log_path).read_text()
     assert log.count('"GET /metrics HTTP/1.1" 404') >= 4 and log.count('"GET /server_info HTTP/1.1" 200') >= 4
