@@ -1,5 +1,7 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
-# Each step is skipped when it is already done (stamp files).
+# Each step is skipped when it is already done (stamp files). The environments are independent and pip spends
+# much of its time waiting on downloads, so they are built two at a time, each one's output kept together.
+MAKEFLAGS += -j2 --output-sync=target
 
 PYTHON ?= python3
 VENV := .venv
