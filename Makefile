@@ -1,7 +1,8 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
 # Each step is skipped when it is already done (stamp files). The environments are independent and pip spends
-# much of its time waiting on downloads, so they are built two at a time, each one's output kept together.
-MAKEFLAGS += -j2 --output-sync=target
+# much of its time waiting on downloads, so they are built two at a time (pip is quiet; the demo and the tests
+# run alone, after them, and print as they go).
+MAKEFLAGS += -j2
 
 PYTHON ?= python3
 VENV := .venv
