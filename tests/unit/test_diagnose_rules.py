@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from firstlight.diagnosis import diagnose_lines
@@ -130,3 +131,18 @@ def test_missing_model_on_the_h200() -> None:
     assert report.engine == "transformers" and report.outcome == "failed"
     assert report.diagnosis.category == "missing_model_files"
     assert "no-such-model" in report.diagnosis.remedy
+
+
+def test_explain_shows_the_candidates_their_scores_and_the_rule() -> None:
+    """`diagnose --explain` on a recorded SGLang failure: the winner and the ignored-import warnings it beat."""
+    log = DATA / "failures" / "sglang" / "quantization-fp8-on-cpu.log"
+    res = firstlight("diagnose", str(log), "--json", "--explain", timeout=60)
+    out = json.loads(res.stdout)
+    explain = out["explain"]
+    assert explain["rule"].startswith("the strongest candidate")
+    first, second = explain["candidates"][:2]
+    assert first["line"] == out["diagnosis"]["line"] and first["category"] == "hardware_unsupported"
+    assert first["score"] > second["score"] and any("ignores" in why for why in second["why"])
+    shown = firstlight("diagnose", str(log), "--explain", timeout=60).stdout
+    assert "rule:" in shown and "candidates, best first" in shown
+    assert "explain" not in json.loads(firstlight("diagnose", str(log), "--json", timeout=60).stdout)

@@ -21,6 +21,9 @@ def diagnose(
     logfile: Annotated[str, typer.Argument(help="a launch log, or - for standard input")],
     engine: Annotated[str, typer.Option(help="auto, or an engine's name (vllm, sglang, llama.cpp, ...)")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="also show the candidates considered, their scores, and the rule")
+    ] = False,
 ) -> None:
     """Read the whole log (every rank) and say what happened: phases, outcome, root cause, remedy."""
     from firstlight.diagnosis import diagnose as diagnose_log
@@ -45,9 +48,12 @@ def diagnose(
             fail(f"{name}: binary data, not a log", 2)
         report = diagnose_log(stream, engine)
     if json_out:
-        print(json.dumps(report.to_dict(), ensure_ascii=False))
+        out = report.to_dict() | ({"explain": report.explained()} if explain else {})
+        print(json.dumps(out, ensure_ascii=False))
     else:
         show_report(report, None if logfile == "-" else logfile)
+        if explain:
+            show_explanation(report)
     raise typer.Exit(0 if report.outcome == "ready" else 1)
 
 
@@ -70,3 +76,21 @@ def show_report(report: "Report", log_path: str | None) -> None:
     if report.outcome == "not_ready":
         out.print(Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow"))
     print_diagnosis(report.to_dict().get("diagnosis"), log_path)
+
+
+def show_explanation(report: "Report") -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    out = console()
+    out.print(Text.assemble(("rule: ", "bold"), report.rule))
+    explained = report.explained()["candidates"]
+    if not explained:
+        out.print("no line of the log was a candidate")
+        return
+    table = Table(show_edge=False, title="candidates, best first", title_justify="left")
+    for column in ("line", "score", "category", "why", "text"):
+        table.add_column(column, no_wrap=column in ("line", "score"))
+    for c in explained:
+        table.add_row(str(c["line"]), f"{c['score']:.3f}", c["category"], "; ".join(c["why"]), c["text"][:160])
+    out.print(table)

@@ -48,6 +48,8 @@ class Report:
     diagnosis: Diagnosis | None
     lines: int = 0
     wrappers: list[tuple[int, str]] = field(default_factory=list)
+    rule: str = ""  # what decided the outcome and the cause, for `diagnose --explain`
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # the strongest lines considered, best first
 
     @property
     def last_phase(self) -> str:
@@ -62,4 +64,11 @@ class Report:
             "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
             "phase_lines": [{"phase": p.phase, "line": p.line, "log_time": p.log_time} for p in self.phases],
             "lines": self.lines,
+        }
+
+    def explained(self) -> dict[str, Any]:
+        """Why: the rule that decided, and the candidates with their scores and how each score came about."""
+        return {
+            "rule": self.rule,
+            "candidates": [{**c, "text": redact_text(str(c["text"]))} for c in self.candidates],
         }

@@ -127,16 +127,37 @@ def _conclude(
     last: tuple[int, str] | None,
     count: int,
 ) -> Report:
+    report = _decide(engine, adapter, phases, finder, last, count)
+    report.candidates = [c.explained() for c in finder.ranked()]
+    return report
+
+
+def _decide(
+    engine: str,
+    adapter: EngineAdapter | None,
+    phases: list[PhaseSeen],
+    finder: RootCauseFinder,
+    last: tuple[int, str] | None,
+    count: int,
+) -> Report:
     if phases[-1].phase == "ready":
         after = finder.failed_after(phases[-1].line)
         if after is not None:  # ready, then a fatal error: the server does not serve
-            return Report("failed", engine, phases, _from_candidate(after), count, finder.wrappers)
-        return Report("ready", engine, phases, None, count, finder.wrappers)
+            rule = f"the engine's ready line (line {phases[-1].line}), then a named cause after it: failed"
+            return Report("failed", engine, phases, _from_candidate(after), count, finder.wrappers, rule)
+        return Report("ready", engine, phases, None, count, finder.wrappers, "the engine's own ready line")
     best = finder.best()
     if finder.failed:
-        diagnosis = _from_candidate(best) if best else _from_wrapper(finder.wrappers)
-        return Report("failed", engine, phases, diagnosis, count, finder.wrappers)
-    return Report("not_ready", engine, phases, _hang(phases[-1].phase, last, adapter), count, finder.wrappers)
+        if best:
+            rule = (
+                "the strongest candidate (a named cause, then a generic exception, then a wrapper; earliest of equals)"
+            )
+            return Report("failed", engine, phases, _from_candidate(best), count, finder.wrappers, rule)
+        rule = "no candidate but a wrapper line: the first wrapper, cause unknown"
+        return Report("failed", engine, phases, _from_wrapper(finder.wrappers), count, finder.wrappers, rule)
+    rule = f"nothing fatal: the log stops in phase {phases[-1].phase}"
+    diagnosis = _hang(phases[-1].phase, last, adapter)
+    return Report("not_ready", engine, phases, diagnosis, count, finder.wrappers, rule)
 
 
 def _from_candidate(c: Candidate) -> Diagnosis:

@@ -51,6 +51,9 @@ _QUIET_LEVEL = re.compile(
 )
 
 
+# What a line is: a wrapper, a scored candidate (score, signature, how the score came about), or nothing.
+Verdict = str | tuple[float, Signature | None, tuple[str, ...]] | None
+
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
 
@@ -71,12 +74,24 @@ class Candidate:
     before: list[str]
     after: list[str] = field(default_factory=list)
     count: int = 1
+    reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
 
     @property
     def remedy(self) -> str:
         if self.signature is None:
             return ""
         return self.signature.remedy_for(self.groups)
+
+    def explained(self) -> dict[str, object]:
+        return {
+            "line": self.line_no,
+            "text": self.line,
+            "score": round(self.score, 3),
+            "category": self.category,
+            "signature": self.signature.id if self.signature else None,
+            "why": list(self.reasons),
+            "repeats": self.count,
+        }
 
 
 class RootCauseFinder:
@@ -94,22 +109,22 @@ class RootCauseFinder:
         self.tracebacks = 0
         self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
         self._open: list[Candidate] = []  # candidates still collecting their following lines
-        self._verdicts: dict[str, str | tuple[float, Signature | None] | None] = {}
+        self._verdicts: dict[str, Verdict] = {}
 
     def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
-        if _CARETS.match(line):  # Python 3.11's `^^^^` under a traceback's code line: no evidence in it
+        if ("^" in line or "~" in line) and _CARETS.match(line):  # Python 3.11's `^^^^` under a code line
             return
         for cand in self._open:
             cand.after.append(line)
         self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
-        frame = FRAME_LINE.search(line)
+        frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             self._frame = frame.group("path")
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
         if cand is not None:
             self._open.append(cand)
-        if frame is None and EXCEPTION_LINE.search(line):
-            self._frame = None
+        if frame is None and self._frame is not None and EXCEPTION_LINE.search(line):
+            self._frame = None  # the exception that frame raised: the next one has frames of its own
         self._recent.append(line)
 
     def _candidate(self, line_no: int, line: str, shape: str) -> Candidate | None:
@@ -127,10 +142,11 @@ class RootCauseFinder:
         if seen is not None:
             seen.count += 1
             return None
-        score, sig = verdict
+        score, sig, reasons = verdict
         if sig is None and self._raised_in_config(line):
             sig = RAISED_IN_CONFIG
             score = max(score, sig.weight + EXCEPTION_BONUS)
+            reasons = (*reasons, f"raised in an engine's config validation ({self._frame})")
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
@@ -139,7 +155,7 @@ class RootCauseFinder:
             category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
             return None
-        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent))
+        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent), reasons=reasons)
         self.candidates[key] = cand
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
@@ -152,7 +168,7 @@ class RootCauseFinder:
             return False
         return self.config_rx.search(self._frame) is not None
 
-    def _classify(self, shape: str, line: str) -> str | tuple[float, Signature | None] | None:
+    def _classify(self, shape: str, line: str) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
         messages with other numbers, so the verdict is cached by the line's shape (digits folded)."""
         if shape in self._verdicts:
@@ -163,7 +179,7 @@ class RootCauseFinder:
         self._verdicts[shape] = verdict
         return verdict
 
-    def _classify_uncached(self, line: str) -> str | tuple[float, Signature | None] | None:
+    def _classify_uncached(self, line: str) -> Verdict:
         if not TRIGGER.search(line):
             return None
         if self.wrappers_rx.search(line):
@@ -175,19 +191,31 @@ class RootCauseFinder:
             if sig.pattern.search(line):
                 best = sig
         exc = EXCEPTION_LINE.search(line)
+        reasons: list[str] = []
         if best is not None:
             score = best.weight + (EXCEPTION_BONUS if exc else 0.0)
+            reasons.append(f"signature {best.id} ({best.category}, weight {best.weight})")
+            if exc:
+                reasons.append("an exception line")
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
+            reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
         elif self.error_rx is not None and self.error_rx.search(line):
             score = ERROR_LEVEL
+            reasons.append("the engine's error level")
         else:
             return None
         if _QUIET_LEVEL.search(line):
             score *= QUIET_LEVEL_FACTOR
+            reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR})")
         if self.ignored_rx is not None and self.ignored_rx.search(line):
             score *= IGNORED_FACTOR
-        return score, best
+            reasons.append(f"an error the engine says it ignores (x{IGNORED_FACTOR})")
+        return score, best, tuple(reasons)
+
+    def ranked(self, limit: int = 5) -> list[Candidate]:
+        """The strongest candidates, best first (the order `best` chooses by)."""
+        return sorted(self.candidates.values(), key=lambda c: (-round(c.score, 6), c.line_no))[:limit]
 
     def best(self, after: int = 0) -> Candidate | None:
         """The most likely cause (among the lines after line `after`, when given)."""

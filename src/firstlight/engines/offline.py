@@ -40,6 +40,6 @@ TRTLLM = EngineAdapter(
     fatal_lines=compile_all(r"terminate called after throwing", r"\[TensorRT-LLM\]\[ERROR\]"),
     log_time=re.compile(r"\[(?P<ts>\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2})\]"),
     # not a bare "trtllm": SGLang and vLLM name attention backends trtllm_mha, trtllm_mla, flashinfer_trtllm
-    fingerprints=compile_all(r"tensorrt_llm", r"\[TensorRT-LLM\]", r"\[TRT\]", r"\btrtllm-(serve|build)\b"),
+    fingerprints=compile_all(r"tensorrt_llm", r"\[TensorRT-LLM\]", r"\[TRT\]", r"trtllm-serve", r"trtllm-build"),
 )
 ADAPTERS = (TGI, TRTLLM)
