@@ -275,3 +275,22 @@ def test_the_same_spec_with_the_recorded_h200s_names_the_specs_model(tmp_path: P
     assert par.severity == "fail" and "2 are available" in par.message  # the recorded host has two H200s
     [fit] = by_id(findings, "memory_fit")
     assert "549.3 GiB (estimated from config.json)" in fit.message and fit.facts["gpus"]["kind"] == "recorded"
+
+
+def test_the_safetensors_index_sizes_the_weights_when_the_shards_are_not_here(tmp_path: Path) -> None:
+    """The index here is constructed (no real index of these models is public in a place we can copy from):
+    the real Qwen3-30B-A3B config, and an index in the format transformers writes, with its quoted total_size."""
+    model = _only(tmp_path, "Qwen3-30B-A3B")
+    shards = [f"model-{i:05d}-of-00016.safetensors" for i in range(1, 17)]
+    index = {"metadata": {"total_size": 61064245248}, "weight_map": {f"w{i}": s for i, s in enumerate(shards)}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    facts = gather_model_facts(model)
+    assert facts.weights.from_index and not facts.weights.estimated and facts.weights.bytes == 61064245248
+    assert facts.missing_shards == shards
+    findings = check(_dep(model, python=sys.executable, parallel={"tp": 2}), gpus="2xH100")
+    files = [f for f in by_id(findings, "model_files") if "index" in f.message]
+    assert (
+        files[0].severity == "warn" and "16 of the 16 shard(s)" in files[0].message and "56.9 GiB" in files[0].message
+    )
+    [fit] = by_id(findings, "memory_fit")
+    assert "(the index's total_size) / 2 GPU(s)" in fit.message
