@@ -38,6 +38,19 @@ def test_launch_lifecycle_state_enum_and_events(tmp_path: Path) -> None:
     assert Store(tmp_path / "s.db").get_launch(launch_id).state is LaunchState.FAILED  # type: ignore[union-attr]
 
 
+def test_a_stopped_launch_is_never_relabelled_by_its_watcher(tmp_path: Path) -> None:
+    """`down` marks the launch stopped, then signals; the watcher may still see a line (a SIGSTOPped engine
+    gets SIGCONT to be stopped) and write its own state: that write must not undo the stop."""
+    watcher, down = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    launch_id = watcher.add_launch("tiny", "vllm", {"engine": "vllm"}, "http://127.0.0.1:1", "/l")
+    watcher.update_launch(launch_id, unless=LaunchState.STOPPED, state=LaunchState.STALLED, reason="stalled")
+    down.update_launch(launch_id, state=LaunchState.STOPPED, reason="stopped by firstlight down")
+    watcher.update_launch(launch_id, unless=LaunchState.STOPPED, state=LaunchState.STARTING, reason=None)
+    watcher.update_launch(launch_id, unless=LaunchState.STOPPED, state=LaunchState.FAILED, reason="exited")
+    record = down.get_launch(launch_id)
+    assert record is not None and record.state is LaunchState.STOPPED and record.reason == "stopped by firstlight down"
+
+
 def test_requests_round_trip_on_the_wall_clock(tmp_path: Path) -> None:
     """Chunk times are stored as the client's clock readings and come back shifted to the wall clock, so every
     difference the metrics take (TTFT, ITL, E2E) is exactly what the client measured."""

@@ -76,10 +76,12 @@ class Watcher:
         self.store.add_event(self.launch_id, kind, phase, **data)
 
     def set_state(self, outcome: LaunchState, **fields: Any) -> None:
+        """The watcher's verdict, never over `down`'s: a stopped launch stays stopped even when the engine, woken
+        to be stopped (a SIGSTOPped one gets SIGCONT), prints one more line before it goes."""
         if isinstance(fields.get("reason"), str):
             fields["reason"] = redact_text(fields["reason"])
         self.state.outcome = outcome
-        self.store.update_launch(self.launch_id, state=outcome, **fields)
+        self.store.update_launch(self.launch_id, unless=LaunchState.STOPPED, state=outcome, **fields)
 
     # threads feeding the inbox
 

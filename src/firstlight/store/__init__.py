@@ -158,7 +158,9 @@ class Store(SweepRecords):
                 ).lastrowid
             )
 
-    def update_launch(self, launch_id: int, **fields: Any) -> None:
+    def update_launch(self, launch_id: int, unless: LaunchState | None = None, **fields: Any) -> None:
+        """Set fields of a launch; with `unless`, only while its state is not that one (checked in the same
+        statement, so a state another process wrote in the meantime is never overwritten)."""
         if not fields:
             return
         for key in ("argv", "diagnosis"):
@@ -167,7 +169,8 @@ class Store(SweepRecords):
         if isinstance(fields.get("state"), LaunchState):
             fields["state"] = fields["state"].value
         cols = ", ".join(f"{k} = ?" for k in fields)
-        self.db.execute(f"UPDATE launches SET {cols} WHERE id = ?", (*fields.values(), launch_id))
+        where, args = ("id = ? AND state != ?", (launch_id, unless.value)) if unless else ("id = ?", (launch_id,))
+        self.db.execute(f"UPDATE launches SET {cols} WHERE {where}", (*fields.values(), *args))
 
     def get_launch(self, launch_id: int) -> LaunchRecord | None:
         row = self.db.execute(_LAUNCH_SELECT + " WHERE l.id = ?", (launch_id,)).fetchone()
