@@ -122,7 +122,6 @@ def record(case: Case, out: Path, timeout: float = 240) -> dict[str, object]:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         code = _wait(proc, log, timeout)
         _reap_group(proc.pid)
-    shown = {k: v for k, v in case.env.items()}
     return {
         "file": log.name,
         "category": "",
@@ -130,7 +129,7 @@ def record(case: Case, out: Path, timeout: float = 240) -> dict[str, object]:
         "exit_code": code,
         "seconds_to_exit": round(time.monotonic() - started, 1),
         "how": " ".join(
-            [*(f"{k}={v}" if v is not None else f"(no {k})" for k, v in {**BASE_ENV, **shown}.items()), *argv[1:]]
+            [*(f"{k}={v}" if v is not None else f"(no {k})" for k, v in {**BASE_ENV, **case.env}.items()), *argv[1:]]
         ).replace(str(ROOT) + "/", ""),
         "recorded": "2026-11-30, sglang 0.5.23 with torch 2.13.0+cpu (.venv-sglang), 2-core Debian 12 CPU machine",
     }

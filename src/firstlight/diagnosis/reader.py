@@ -119,6 +119,10 @@ def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iter
     yield from rest
 
 
+STRONGEST_RULE = "the strongest candidate (a named cause, then a generic exception, then a wrapper; earliest of equals)"
+WRAPPER_RULE = "no candidate but a wrapper line: the first wrapper, cause unknown"
+
+
 def _conclude(
     engine: str,
     adapter: EngineAdapter | None,
@@ -127,37 +131,36 @@ def _conclude(
     last: tuple[int, str] | None,
     count: int,
 ) -> Report:
-    report = _decide(engine, adapter, phases, finder, last, count)
+    outcome, diagnosis, rule = _decide(adapter, phases, finder, last)
+    report = Report(outcome, engine, phases, diagnosis, count, finder.wrappers, rule)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
 
 
 def _decide(
-    engine: str,
-    adapter: EngineAdapter | None,
-    phases: list[PhaseSeen],
-    finder: RootCauseFinder,
-    last: tuple[int, str] | None,
-    count: int,
-) -> Report:
+    adapter: EngineAdapter | None, phases: list[PhaseSeen], finder: RootCauseFinder, last: tuple[int, str] | None
+) -> tuple[str, Diagnosis | None, str]:
+    """The outcome, the diagnosis, and the rule that decided them."""
     if phases[-1].phase == "ready":
         after = finder.failed_after(phases[-1].line)
         if after is not None:  # ready, then a fatal error: the server does not serve
             rule = f"the engine's ready line (line {phases[-1].line}), then a named cause after it: failed"
-            return Report("failed", engine, phases, _from_candidate(after), count, finder.wrappers, rule)
-        return Report("ready", engine, phases, None, count, finder.wrappers, "the engine's own ready line")
+            return "failed", _from_candidate(after), rule
+        return "ready", None, "the engine's own ready line"
     best = finder.best()
     if finder.failed:
         if best:
             rule = (
                 "the strongest candidate (a named cause, then a generic exception, then a wrapper; earliest of equals)"
             )
-            return Report("failed", engine, phases, _from_candidate(best), count, finder.wrappers, rule)
-        rule = "no candidate but a wrapper line: the first wrapper, cause unknown"
-        return Report("failed", engine, phases, _from_wrapper(finder.wrappers), count, finder.wrappers, rule)
+            return "failed", _from_candidate(best), rule
+        return (
+            "failed",
+            _from_wrapper(finder.wrappers),
+            "no candidate but a wrapper line: the first wrapper, cause unknown",
+        )
     rule = f"nothing fatal: the log stops in phase {phases[-1].phase}"
-    diagnosis = _hang(phases[-1].phase, last, adapter)
-    return Report("not_ready", engine, phases, diagnosis, count, finder.wrappers, rule)
+    return "not_ready", _hang(phases[-1].phase, last, adapter), rule
 
 
 def _from_candidate(c: Candidate) -> Diagnosis:

@@ -13,6 +13,7 @@ Identical lines from many ranks (after their rank, pid and time prefixes are rem
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -55,6 +56,11 @@ _QUIET_LEVEL = re.compile(
 Verdict = str | tuple[float, Signature | None, tuple[str, ...]] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
+
+
+def _rank(c: Candidate) -> tuple[float, int]:
+    """Strongest first; among equals the earliest."""
+    return (-round(c.score, 6), c.line_no)
 
 
 def normalise(line: str) -> str:
@@ -215,14 +221,14 @@ class RootCauseFinder:
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates, best first (the order `best` chooses by)."""
-        return sorted(self.candidates.values(), key=lambda c: (-round(c.score, 6), c.line_no))[:limit]
+        return heapq.nsmallest(limit, self.candidates.values(), key=_rank)
 
     def best(self, after: int = 0) -> Candidate | None:
         """The most likely cause (among the lines after line `after`, when given)."""
         found = [c for c in self.candidates.values() if c.line_no > after]
         if not found:
             return None
-        return min(found, key=lambda c: (-round(c.score, 6), c.line_no))
+        return min(found, key=_rank)
 
     def failed_after(self, line_no: int) -> Candidate | None:
         """A cause that names itself (a signature, not a bare error) after the engine said it was ready:

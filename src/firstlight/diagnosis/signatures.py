@@ -109,8 +109,7 @@ def wrapper_lines() -> re.Pattern[str]:
 def error_level_lines() -> re.Pattern[str] | None:
     """Lines an engine writes at its error level (llama.cpp's ` E ` marker): candidates even without an
     exception's shape."""
-    patterns = [a.error_line.pattern for a in ENGINES.values() if a.error_line is not None]
-    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+    return _any_of([a.error_line.pattern for a in ENGINES.values() if a.error_line is not None])
 
 
 # A traceback frame as Python prints it; the last one before an exception line is where it was raised.
@@ -131,12 +130,15 @@ RAISED_IN_CONFIG = Signature(
 @cache
 def config_sources() -> re.Pattern[str] | None:
     """Every engine's argument- and config-validation source files, in one pattern."""
-    patterns = [p for a in ENGINES.values() for p in a.config_sources]
-    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+    return _any_of([p for a in ENGINES.values() for p in a.config_sources])
 
 
 @cache
 def ignored_errors() -> re.Pattern[str] | None:
     """Errors an engine logs and carries on from, every engine's in one pattern."""
-    patterns = [p.pattern for a in ENGINES.values() for p in a.ignored_errors]
+    return _any_of([p.pattern for a in ENGINES.values() for p in a.ignored_errors])
+
+
+def _any_of(patterns: list[str]) -> re.Pattern[str] | None:
+    """One pattern matching any of these (every engine's in one search); None when there are none."""
     return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
