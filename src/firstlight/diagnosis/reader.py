@@ -111,7 +111,8 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time))
         finder.feed(line_no, text, shape)
-    return _conclude(engine, adapter, phases, finder, last_event_line or last_line, count)
+    progress_line = last_event_line[0] if last_event_line else 0
+    return _conclude(engine, adapter, phases, finder, last_event_line or last_line, progress_line, count)
 
 
 def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -119,7 +120,10 @@ def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iter
     yield from rest
 
 
-STRONGEST_RULE = "the strongest candidate (a named cause, then a generic exception, then a wrapper; earliest of equals)"
+STRONGEST_RULE = (
+    "the strongest candidate (a named cause, then a generic exception, then a wrapper; INFO/WARNING lines below "
+    "any error; the earliest of named causes within the causal band, and of equals)"
+)
 WRAPPER_RULE = "no candidate but a wrapper line: the first wrapper, cause unknown"
 
 
@@ -129,44 +133,46 @@ def _conclude(
     phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
+    progress_line: int,
     count: int,
 ) -> Report:
-    outcome, diagnosis, rule = _decide(adapter, phases, finder, last)
+    outcome, diagnosis, rule = _decide(adapter, phases, finder, last, progress_line)
     report = Report(outcome, engine, phases, diagnosis, count, finder.wrappers, rule)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
 
 
 def _decide(
-    adapter: EngineAdapter | None, phases: list[PhaseSeen], finder: RootCauseFinder, last: tuple[int, str] | None
+    adapter: EngineAdapter | None,
+    phases: list[PhaseSeen],
+    finder: RootCauseFinder,
+    last: tuple[int, str] | None,
+    progress_line: int,
 ) -> tuple[str, Diagnosis | None, str]:
-    """The outcome, the diagnosis, and the rule that decided them."""
+    """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that
+    showed the engine making progress (a phase or a progress line)."""
     if phases[-1].phase == "ready":
         after = finder.failed_after(phases[-1].line)
         if after is not None:  # ready, then a fatal error: the server does not serve
             rule = f"the engine's ready line (line {phases[-1].line}), then a named cause after it: failed"
-            return "failed", _from_candidate(after), rule
+            return "failed", _from_candidate(after, finder), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()
     if finder.failed:
         if best:
-            rule = (
-                "the strongest candidate (a named cause, then a generic exception, then a wrapper; earliest of equals)"
-            )
-            return "failed", _from_candidate(best), rule
-        return (
-            "failed",
-            _from_wrapper(finder.wrappers),
-            "no candidate but a wrapper line: the first wrapper, cause unknown",
-        )
+            return "failed", _from_candidate(best, finder), STRONGEST_RULE
+        return "failed", _from_wrapper(finder.wrappers), WRAPPER_RULE
+    if best is not None and best.fatal and best.line_no > progress_line:
+        rule = f"the log stops on a fatal line (line {best.line_no}) with no progress after it: failed"
+        return "failed", _from_candidate(best, finder), rule
     rule = f"nothing fatal: the log stops in phase {phases[-1].phase}"
     return "not_ready", _hang(phases[-1].phase, last, adapter), rule
 
 
-def _from_candidate(c: Candidate) -> Diagnosis:
+def _from_candidate(c: Candidate, finder: RootCauseFinder) -> Diagnosis:
     evidence = [*c.before, c.line, *c.after]
     remedy = c.remedy or GENERIC_REMEDY
-    confidence = min(c.score, 0.99) if c.category != "unknown" else 0.2
+    confidence = finder.confidence(c)
     return Diagnosis(
         c.category,
         c.line,

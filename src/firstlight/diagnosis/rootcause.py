@@ -3,9 +3,16 @@
 Ranking, highest first:
 1. a specific signature (it names one cause) beats a generic exception, which beats a wrapper
    ("EngineCore failed to start" only says that something failed before it);
-2. a line at ERROR level or a raw traceback line beats the same text logged at INFO or WARNING;
-3. among equals the earliest wins: in a chain of exceptions the first is the cause, and a rank that
-   fails first is the one that made the others fail.
+2. levels: an exception or a line at the engine's error level outranks anything logged at INFO or
+   WARNING, whatever that line matches (a quiet line's score stays under a generic exception's);
+3. causality: among named causes of about the same strength (within CAUSAL_BAND) the earliest wins, unless
+   a more specific line of the same cause follows within DETAIL_SPAN lines (a message and its detail:
+   NCCL's "Last error:" line, pydantic's field line), and among equals the earliest: in a chain of
+   exceptions the first is the cause, a rank that fails first is the one that made the others fail, and a
+   warning that a GPU is not supported comes before the kernel that then cannot run on it.
+4. an error the engine says it ignores, or carries on past, ranks below every error it did not.
+A configuration dump or an echo of the command line is never a candidate: it names every setting, so it
+matches signatures about settings without saying anything failed.
 A generic exception that no signature names is placed by where it was raised: from an engine's argument or
 config validation (the last traceback frame before it), it is about the settings.
 Identical lines from many ranks (after their rank, pid and time prefixes are removed) are one cause.
@@ -22,12 +29,14 @@ from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
     FRAME_LINE,
     RAISED_IN_CONFIG,
+    RAISED_IN_REGISTRY,
     TRIGGER,
     Signature,
     config_sources,
     error_level_lines,
     ignored_errors,
     load_signatures,
+    registry_sources,
     wrapper_lines,
 )
 from firstlight.engines import strip_line_prefix
@@ -43,19 +52,54 @@ ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exce
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
+QUIET_CEILING = 0.28  # a line logged at INFO/WARNING stays below any exception or error-level line
+CAUSAL_BAND = 0.1  # named causes this close in strength are ordered by time, not score
+DETAIL_SPAN = 3  # a message's own detail follows it this closely (NCCL's "Last error:", pydantic's field line)
 IGNORED_FACTOR = 0.3  # an error the engine says it ignores ranks below any exception it did not ignore
 FAILED_SCORE = 0.45  # a candidate this strong means the launch failed
+UNKNOWN_CONFIDENCE = 0.2
+QUIET_CONFIDENCE = 0.8
+CONTESTED_CONFIDENCE = 0.85
 
 
 _QUIET_LEVEL = re.compile(
-    r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b|\s(?:INFO|WARN|WARNING|DEBUG)\s+[\w.:]+[:\]]|^\[W\d"
+    r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
+    r"|(?<!NCCL)\s(?:INFO|WARN|WARNING|DEBUG)(?:\s+[\w.:]+[:\]]|:\s)|^\[W\d"
 )
 
 
-# What a line is: a wrapper, a scored candidate (score, signature, how the score came about), or nothing.
-Verdict = str | tuple[float, Signature | None, tuple[str, ...]] | None
+# What a line is: a wrapper, a scored candidate (score, signature, how the score came about, logged at
+# INFO/WARNING), or nothing.
+Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
+_RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
+
+# A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
+# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`. Traceback frames and code lines under an
+# engine's `ERROR` prefix have no such marker of their own.
+ERROR_MESSAGE = re.compile(
+    r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
+)
+
+# A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
+# `... Falling back to regular HTTP download`): a cause only if nothing that stopped the launch is found.
+CARRIES_ON = re.compile(
+    r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without)\b"
+)
+
+# A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.
+_SETTING = re.compile(r"\b\w+=|'\w+': |[\s\[,(]['\"]?--\w")
+DUMP_SETTINGS = 6
+
+
+def is_settings_dump(line: str) -> bool:
+    """A configuration dump or an argument echo (`Initializing a V1 LLM engine ... with config: ...`,
+    `server_args=ServerArgs(...)`, `Starting ... with args: ['--trust-remote-code', ...]`): not a cause,
+    unless it is an exception's own message (pydantic puts the rejected settings after the reason)."""
+    if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
+        return False  # the cheap count spares the regex for most lines
+    return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line) and "error, " not in line
 
 
 def _rank(c: Candidate) -> tuple[float, int]:
@@ -81,6 +125,12 @@ class Candidate:
     after: list[str] = field(default_factory=list)
     count: int = 1
     reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
+    quiet: bool = False  # logged at INFO/WARNING
+
+    @property
+    def fatal(self) -> bool:
+        """An exception or an error-level line: a log that stops on it died of it."""
+        return not self.quiet and self.score >= GENERIC_EXCEPTION
 
     @property
     def remedy(self) -> str:
@@ -108,8 +158,10 @@ class RootCauseFinder:
         self.wrappers_rx = wrapper_lines()
         self.error_rx = error_level_lines()
         self.config_rx = config_sources()
+        self.registry_rx = registry_sources()
         self.ignored_rx = ignored_errors()
         self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
+        self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
         self.tracebacks = 0
@@ -126,6 +178,14 @@ class RootCauseFinder:
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             self._frame = frame.group("path")
+        elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
+            "raise " in line and _RAISE.match(line)
+        ):
+            # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`
+            self._code_col = None
+            self._recent.append(line)
+            return
+        self._code_col = frame.start() if frame is not None else None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
         if cand is not None:
             self._open.append(cand)
@@ -148,11 +208,12 @@ class RootCauseFinder:
         if seen is not None:
             seen.count += 1
             return None
-        score, sig, reasons = verdict
-        if sig is None and self._raised_in_config(line):
-            sig = RAISED_IN_CONFIG
+        score, sig, reasons, quiet = verdict
+        raised_in = self._raised_in(line) if sig is None else None
+        if raised_in is not None:
+            sig = raised_in
             score = max(score, sig.weight + EXCEPTION_BONUS)
-            reasons = (*reasons, f"raised in an engine's config validation ({self._frame})")
+            reasons = (*reasons, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({self._frame})")
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
@@ -161,18 +222,23 @@ class RootCauseFinder:
             category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
             return None
-        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent), reasons=reasons)
+        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent), reasons=reasons, quiet=quiet)
         self.candidates[key] = cand
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
         return cand
 
-    def _raised_in_config(self, line: str) -> bool:
-        """A generic exception whose last traceback frame is an engine's argument or config validation."""
-        if self._frame is None or self.config_rx is None or not EXCEPTION_LINE.search(line):
-            return False
-        return self.config_rx.search(self._frame) is not None
+    def _raised_in(self, line: str) -> Signature | None:
+        """For a generic exception, what the place it was raised says (its last traceback frame): a model
+        registry's lookup, or an engine's argument and config validation."""
+        if self._frame is None or not EXCEPTION_LINE.search(line):
+            return None
+        if self.registry_rx is not None and self.registry_rx.search(self._frame):
+            return RAISED_IN_REGISTRY
+        if self.config_rx is not None and self.config_rx.search(self._frame):
+            return RAISED_IN_CONFIG
+        return None
 
     def _classify(self, shape: str, line: str) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
@@ -186,7 +252,7 @@ class RootCauseFinder:
         return verdict
 
     def _classify_uncached(self, line: str) -> Verdict:
-        if not TRIGGER.search(line):
+        if not TRIGGER.search(line) or is_settings_dump(line):
             return None
         if self.wrappers_rx.search(line):
             return "wrapper"
@@ -206,29 +272,58 @@ class RootCauseFinder:
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
-        elif self.error_rx is not None and self.error_rx.search(line):
+        elif ERROR_MESSAGE.search(line) or (self.error_rx is not None and self.error_rx.search(line)):
             score = ERROR_LEVEL
-            reasons.append("the engine's error level")
+            reasons.append("an error-level line")
         else:
             return None
-        if _QUIET_LEVEL.search(line):
-            score *= QUIET_LEVEL_FACTOR
-            reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR})")
-        if self.ignored_rx is not None and self.ignored_rx.search(line):
+        quiet = _QUIET_LEVEL.search(line) is not None
+        if quiet:
+            score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
+            reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
+        if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
             score *= IGNORED_FACTOR
             reasons.append(f"an error the engine says it ignores (x{IGNORED_FACTOR})")
-        return score, best, tuple(reasons)
+        return score, best, tuple(reasons), quiet
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates, best first (the order `best` chooses by)."""
         return heapq.nsmallest(limit, self.candidates.values(), key=_rank)
 
     def best(self, after: int = 0) -> Candidate | None:
-        """The most likely cause (among the lines after line `after`, when given)."""
+        """The most likely cause (among the lines after line `after`, when given): the strongest, or the
+        earliest named cause about as strong as it (a cause comes before its consequences)."""
         found = [c for c in self.candidates.values() if c.line_no > after]
         if not found:
             return None
-        return min(found, key=_rank)
+        top = min(found, key=_rank)
+        if top.signature is None:
+            return top
+        floor = top.score - CAUSAL_BAND
+        band = [c for c in found if c.signature is not None and c.quiet == top.quiet and c.score >= floor]
+        first = min(band, key=lambda c: c.line_no)
+        details = [
+            c
+            for c in band
+            if c.category == first.category
+            and c.line_no > first.line_no
+            and c.line_no - first.line_no <= DETAIL_SPAN
+            and c.score > first.score
+        ]
+        return min(details, key=_rank) if details else first
+
+    def confidence(self, chosen: Candidate) -> float:
+        """How far to trust the category: the signature's specificity, less when the line was only logged as a
+        warning, and less when a cause of another category was about as strong (the choice between them was
+        made by order, not by evidence). A line no signature names is `unknown` at UNKNOWN_CONFIDENCE."""
+        if chosen.signature is None or chosen.category == "unknown":
+            return UNKNOWN_CONFIDENCE
+        confidence = chosen.signature.weight * (QUIET_CONFIDENCE if chosen.quiet else 1.0)
+        contested = any(
+            c.signature is not None and c.category != chosen.category and c.score >= chosen.score - CAUSAL_BAND
+            for c in self.candidates.values()
+        )
+        return min(confidence * (CONTESTED_CONFIDENCE if contested else 1.0), 0.99)
 
     def failed_after(self, line_no: int) -> Candidate | None:
         """A cause that names itself (a signature, not a bare error) after the engine said it was ready:

@@ -40,6 +40,9 @@ class Signature:
     weight: float
     pattern: re.Pattern[str]
     remedy: str
+    source: str = ""  # the engine source file(s) the message comes from
+    versions: str = ""  # the engine versions that print it
+    example: str = ""  # one line it matches, as an engine prints it
 
     def remedy_for(self, groups: dict[str, str | None]) -> str:
         return self.remedy.format_map(_Captured(groups)).strip()
@@ -70,6 +73,9 @@ def load_signatures() -> tuple[Signature, ...]:
                 float(entry["weight"]),
                 re.compile(entry["pattern"]),
                 " ".join(entry["remedy"].split()),
+                entry.get("source", ""),
+                entry.get("versions", ""),
+                entry.get("example", ""),
             )
         )
     return tuple(out)
@@ -82,12 +88,17 @@ TRIGGER = re.compile(
     r"timed? ?out|unbalanced|insufficient|invalid|unknown|unsupported|undefined|traceback|assert|requires?|"
     r"must|exceed|too (old|large|small)|mismatch|incompatible|sigquit|dead|in use|bind|nccl|only support|"
     r"capability|less than|greater than|divisible|trust_remote_code|remote code|errno|illegal|what\(\)|"
-    r"does not|is not|didn't|no available|unrecognized|driver"
+    r"does not|is not|didn't|no available|unrecognized|driver|larger than|smaller than|restricted|gated|offline|"
+    r"magic|not available|watchdog|ordinal|[Cc]annot|symbol|no kernel|incompatible|signal|illegal|SIGILL|"
+    r"maximum model length|placement group|used by a process|wrong|only found|is supported by|CUDA initialization|"
+    r"impossible|crashed"
 )
 
-# An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`.
+# An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
+# path (`huggingface_hub.errors.OfflineModeIsEnabled: …`).
 EXCEPTION_LINE = re.compile(
-    r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(?P<msg>.*))?$"
+    r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|(?:[a-z_]\w*\.)+[A-Z]\w+(?=:\s))"
+    r"(?::\s*(?P<msg>.*))?$"
 )
 
 # Lines that only say something failed elsewhere: the cause is before them. These are the generic ones
@@ -125,6 +136,24 @@ RAISED_IN_CONFIG = Signature(
     "The engine's own check of its arguments or the model's configuration rejected the settings: the line says "
     "which. Change the flag or the config value it names.",
 )
+
+
+# A generic exception raised where an engine looks a model up in its registry names a model it does not know.
+RAISED_IN_REGISTRY = Signature(
+    "raised_in_model_registry",
+    "model_arch_unsupported",
+    0.75,
+    EXCEPTION_LINE,
+    "The engine (or transformers) looked the model's type or architecture up in its registry and did not find "
+    "it: this version does not know the model. Upgrade the engine (and transformers) to a version that supports "
+    "it, or check model_type and architectures in the model's config.json.",
+)
+
+
+@cache
+def registry_sources() -> re.Pattern[str] | None:
+    """Every engine's model-registry source files, in one pattern."""
+    return _any_of([p for a in ENGINES.values() for p in a.registry_sources])
 
 
 @cache

@@ -177,6 +177,9 @@ class EngineAdapter:
     # Source files (path fragments, regexes) where the engine validates its arguments and configuration: a
     # generic exception raised there (the last traceback frame before it) is about the settings.
     config_sources: tuple[str, ...] = ()
+    # Source files where the engine looks a model type or architecture up in its registry: a generic exception
+    # raised there (a KeyError on the name) means the model is not one it knows.
+    registry_sources: tuple[str, ...] = ()
     # Errors the engine logs and carries on from (SGLang skips a model module that fails to import): a cause
     # only when nothing later explains the failure.
     ignored_errors: tuple[re.Pattern[str], ...] = ()

@@ -70,7 +70,7 @@ LLAMA_CPP = EngineAdapter(
     fatal_lines=compile_all(EXITING),
     wrapper_lines=compile_all(
         EXITING,
-        r"E \S*\s*\w+: failed to (load model|create.?context with model)",
+        r"\w+: failed to (load model|create.?context with model)",
         r"common_fit_params: encountered an error while trying to fit params",
     ),
     error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),

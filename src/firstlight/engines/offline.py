@@ -8,7 +8,17 @@ from firstlight.engines.base import EngineAdapter, compile_all
 from firstlight.logs import phase_rules
 
 # A shard that failed: the launch will not come up, and the cause is in the shard's lines before.
-TGI_SHARD_FAILED = compile_all(r"ShardCannotStart", r"Shard \d+ failed to start", r"Method \w+ encountered an error")
+TGI_SHARD_FAILED = compile_all(
+    r"ShardCannotStart",
+    r"Shard \d+ failed to start",
+    r"Method \w+ encountered an error",
+    r"Shard \d+ crashed",
+    r"Webserver Crashed",
+    r"Failed to start webserver",
+    r"Error when initializing model",
+    r"Could not connect to Text Generation server",
+    r"Shard complete standard error output",
+)
 
 TGI = EngineAdapter(
     name="tgi",

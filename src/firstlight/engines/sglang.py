@@ -168,6 +168,7 @@ SGLANG = EngineAdapter(
     line_prefix=re.compile(r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: \w+)*\]\s*"),  # [2025-03-10 14:17:52 TP6]
     wrapper_lines=SCHEDULER_FAILED,
     config_sources=(r"sglang/srt/server_args\.py", r"sglang/srt/arg_groups/", r"sglang/srt/configs/"),
+    registry_sources=(r"sglang/srt/models/registry\.py",),
     # srt/models/registry.py logs it and leaves the model out; it matters only if that model is the one served
     ignored_errors=compile_all(r"Ignore import error when loading sglang\.srt\.models\."),
     fingerprints=compile_all(

@@ -47,6 +47,7 @@ TRANSFORMERS = EngineAdapter(
     fingerprints=compile_all(r"\[transformers\]", r"transformers serve", r"\btransformers/"),
     # every engine reads the model's config through transformers: its configuration classes validate it
     config_sources=(r"transformers/configuration_utils\.py", r"transformers/models/\w+/configuration_\w+\.py"),
+    registry_sources=(r"transformers/models/auto/(configuration|modeling|tokenization|auto_factory)\w*\.py",),
     default_env={"HF_HUB_OFFLINE": "1"},
     request_model=lambda d: str(d.model),
     # the command module, and the server it starts (FastAPI and its dependencies load there)

@@ -1,0 +1,187 @@
+"""The structural rules of diagnosis, each on a short constructed log (written here from the engines' real
+message formats, not recorded): levels, settings dumps, traceback source lines, causality, and a log that
+stops on a fatal line."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from firstlight.diagnosis import diagnose_lines
+from firstlight.diagnosis.rootcause import is_settings_dump
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, load_signatures
+from firstlight.logs import iter_lines
+
+
+def diagnose_text(text: str):
+    return diagnose_lines(iter_lines(io.BytesIO(text.encode())))
+
+
+VLLM_CONFIG_DUMP = (
+    "INFO 06-03 15:26:30 [core.py:61] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Qwen2.5-7B', "
+    "speculative_config=None, tokenizer='/m/Qwen2.5-7B', skip_tokenizer_init=False, tokenizer_mode=auto, "
+    "revision=None, trust_remote_code=True, dtype=torch.bfloat16, max_seq_len=32768, download_dir=None"
+)
+
+
+def test_a_config_dump_is_never_the_cause() -> None:
+    log = "\n".join(
+        [
+            VLLM_CONFIG_DUMP,
+            "ERROR 06-03 15:26:31 [core.py:489] EngineCore failed to start.",
+            "ERROR 06-03 15:26:31 [core.py:489] Traceback (most recent call last):",
+            'ERROR 06-03 15:26:31 [core.py:489]   File "/v/vllm/v1/engine/core.py", line 80, in __init__',
+            "ERROR 06-03 15:26:31 [core.py:489]     self._init()",
+            "ERROR 06-03 15:26:31 [core.py:489] RuntimeError: the model's weights could not be sharded this way",
+        ]
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed"
+    assert "RuntimeError: the model's weights" in report.diagnosis.root_cause_line
+    assert is_settings_dump(VLLM_CONFIG_DUMP)
+
+
+def test_an_argument_echo_is_a_dump_but_an_exception_with_settings_is_not() -> None:
+    echo = (
+        "2025-06-01 10:00:00 INFO Starting decode node 0 with args: ['--model', '/m', '--trust-remote-code', "
+        "'--tp', '8', '--port', '8000', '--host', '0.0.0.0', '--max-model-len', '4096']"
+    )
+    assert is_settings_dump(echo)
+    pydantic_detail = (
+        "  Value error, max_num_batched_tokens (512) is smaller than max_model_len (4096). [type=value_error, "
+        "input_value=ArgsKwargs((), {'runner_type': 'generate', 'max_num_batched_tokens': 512, 'max_num_seqs': 256, "
+        "'max_model_len': 4096, 'enable_chunked_prefill': False, 'is_multimodal_model': False}), input_type=ArgsKwargs]"
+    )
+    assert not is_settings_dump(pydantic_detail)
+
+
+def test_pydantic_detail_line_not_its_header() -> None:
+    log = """\
+(APIServer pid=1) Traceback (most recent call last):
+(APIServer pid=1)   File "/v/vllm/engine/arg_utils.py", line 1200, in create_engine_config
+(APIServer pid=1)     scheduler_config = SchedulerConfig(
+(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig
+(APIServer pid=1)   Value error, the chosen KV layout cannot be combined with this attention backend [type=value_error, input_value=ArgsKwargs((), {'max_num_batched_tokens': 512}), input_type=ArgsKwargs]
+(APIServer pid=1)     For further information visit https://errors.pydantic.dev/2.11/v/value_error
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.category == "invalid_config"
+    assert "Value error, the chosen KV layout" in d.root_cause_line
+    assert "the chosen KV layout cannot be combined with this attention backend." in d.remedy
+
+
+def test_an_error_line_outranks_a_warning_that_matches_a_signature() -> None:
+    log = """\
+[2025-05-01 10:00:00 TP0] WARNING: the flag --trust-remote-code is not needed for this model
+[2025-05-01 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/s/sglang/srt/managers/scheduler.py", line 2300, in run_scheduler_process
+    scheduler = Scheduler(server_args)
+RuntimeError: something the signatures do not know about broke here
+[2025-05-01 10:00:02] Received sigquit from a child process. It usually means the child failed.
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.root_cause_line == "RuntimeError: something the signatures do not know about broke here"
+
+
+def test_the_source_line_under_a_frame_is_code_not_a_cause() -> None:
+    log = """\
+Traceback (most recent call last):
+  File "/t/torch/distributed/distributed_c10d.py", line 3000, in barrier
+    raise RuntimeError(f"NCCL error: {error_str}")
+RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.category == "nccl_error" and d.root_cause_line.startswith("RuntimeError: NCCL error")
+
+
+def test_an_exception_right_under_a_frame_without_source_is_still_the_cause() -> None:
+    log = """\
+Traceback (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)
+"""
+    assert diagnose_text(log).diagnosis.root_cause_line.startswith("RuntimeError: NCCL error")
+
+
+def test_the_first_named_cause_beats_its_consequence() -> None:
+    log = """\
+/t/torch/cuda/__init__.py:287: UserWarning: NVIDIA RTX PRO 6000 with CUDA capability sm_120 is not compatible with the current PyTorch installation.
+INFO 05-01 10:00:01 [parallel_state.py:1000] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0
+INFO 05-01 10:00:02 [gpu_model_runner.py:1800] Starting to load model /models/x...
+INFO 05-01 10:00:03 [loader.py:40] Loading weights took 3.2 seconds
+ERROR 05-01 10:00:05 [core.py:489] RuntimeError: CUDA error: no kernel image is available for execution on the device
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.category == "cuda_arch_mismatch"
+    assert "sm_120 is not compatible" in d.root_cause_line
+
+
+def test_shared_memory_before_the_nccl_error_it_causes() -> None:
+    log = """\
+node1:123:456 [0] include/alloc.h:48 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)
+Traceback (most recent call last):
+  File "/s/sglang/srt/distributed/parallel_state.py", line 300, in init
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:81, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.category == "nccl_error" and "creating shared memory segment" in d.root_cause_line
+    assert "--shm-size" in d.remedy
+
+
+def test_a_summary_and_its_details_are_one_cause_told_in_the_detail() -> None:
+    log = """\
+[sgl_kernel] CRITICAL: Could not load any common_ops library!
+Attempted locations:
+- ImportError: /s/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt6sym_neERKS0_
+"""
+    d = diagnose_text(log).diagnosis
+    assert d.category == "import_dependency_error" and "undefined symbol" in d.root_cause_line
+
+
+def test_a_log_that_stops_on_a_fatal_line_failed() -> None:
+    log = """\
+INFO 05-01 10:00:00 [api_server.py:1000] vLLM API server version 0.10.0
+OSError: the weights directory /models/x is on a filesystem that went away
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "unknown"
+    assert report.diagnosis.root_cause_line.startswith("OSError: the weights directory")
+    assert "stops on a fatal line" in report.rule
+
+
+def test_a_named_cause_with_no_exit_line_failed() -> None:
+    log = """\
+INFO 05-01 10:00:00 [api_server.py:1000] vLLM API server version 0.10.0
+The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "insufficient_kv_cache"
+
+
+def test_a_warning_then_progress_is_not_a_failure() -> None:
+    log = """\
+[2025-05-01 10:00:00 TP0] Init torch distributed begin.
+RuntimeError: a recoverable error that the engine printed and carried on from
+[2025-05-01 10:00:05 TP0] Load weight begin. avail mem=70.00 GB
+[2025-05-01 10:00:06 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.00 GB
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
+
+
+def test_an_exception_named_by_its_module_path() -> None:
+    line = (
+        "huggingface_hub.errors.OfflineModeIsEnabled: Cannot reach https://huggingface.co/x/y/resolve/main/config.json"
+    )
+    m = EXCEPTION_LINE.search(line)
+    assert m is not None and m.group("exc") == "huggingface_hub.errors.OfflineModeIsEnabled"
+    assert EXCEPTION_LINE.search("INFO 05-01 10:00:00 [loader.py:40] Loading weights took 3.2 seconds") is None
+
+
+@pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
+def test_every_signature_names_its_source_and_passes_the_prefilter(sig) -> None:
+    assert sig.source and sig.versions, f"{sig.id}: add `source` and `versions`"
+    assert sig.example, f"{sig.id}: add an `example` line"
+    assert sig.pattern.search(sig.example), f"{sig.id}: the pattern does not match its example"
+    assert TRIGGER.search(sig.example), f"{sig.id}: the prefilter (signatures.TRIGGER) never lets its lines through"
