@@ -25,7 +25,7 @@ LLAMA_DIR ?= $(HOME)/.cache/firstlight/llama.cpp-$(LLAMA_CPP_PYTHON)
 LLAMA_BUILT := $(LLAMA_DIR)/build/bin/llama-server
 GGUF_VERSION := 0.19.0
 
-.PHONY: demo test lint env engine model llama sglang clean
+.PHONY: demo test lint env engine model llama sglang truthserver clean
 
 env: $(VENV)/.done
 engine: $(ENGINE_VENV)/.done
@@ -99,6 +99,15 @@ models/llama-server: $(LLAMA_BUILT)
 models/tiny-llama.gguf: $(ENGINE_VENV)/.done tools/make_tiny_gguf.py tools/tiny_corpus.py
 	$(ENGINE_VENV)/bin/pip install -q gguf==$(GGUF_VERSION)
 	$(ENGINE_PY) tools/make_tiny_gguf.py $@
+
+# The C truth server of the self-benchmarks (perf/truthserver/) and its load generator: plain C11 and POSIX.
+TRUTH := perf/truthserver
+TRUTH_CFLAGS := -std=c11 -O2 -Wall -Wextra -Wshadow -Werror
+truthserver: $(TRUTH)/build/truthserver $(TRUTH)/build/loadgen
+
+$(TRUTH)/build/%: $(TRUTH)/%.c
+	@mkdir -p $(@D)
+	$(CC) $(TRUTH_CFLAGS) -o $@ $<
 
 # `make demo` runs the story on vLLM's CPU build; `make demo ENGINE=sglang` on the real SGLang server.
 ENGINE ?= vllm

@@ -2,13 +2,21 @@
 whose timing is known, in the same run.
 
 Usage: python perf/client_fidelity.py [--levels 1,64,256,1024] [--big 4096] [--no-vllm]
+                                     [--server c|python] [--server-procs N] [--server-cpus LIST]
+                                     [--server-cores 0] [--client-cores 1] [--workers N]
 
-The reference server (firstlight.testing.refserver: TTFT 50 ms, one token every 10 ms, 128 tokens) is
-pinned to core 0 and each client to core 1 (taskset). For every level the server's own record of
-when it wrote each event is the truth; printed per tool: TTFT p50/p99, ITL p50/p99 and TPOT p50
-against the truth, and output throughput against the ideal (C x 128 tokens per TTFT + 127 ITL). The --big level uses
-a 40 ms ITL. Targets (issue 7): TTFT p50 within max(5%, 0.5 ms), ITL p50 within 5%, ITL p99 within
-2 ms, >= 99% of the ideal throughput up to C=1024; TTFT p50 within 10% and >= 97% at C=4096.
+The server whose timing is known (TTFT 50 ms, one token every 10 ms, 128 tokens) is the C truth server
+(perf/truthserver, in --server-procs processes sharing the port, process i pinned to the i-th core of
+--server-cpus when given; about 100k chunks/s a core with lateness p99 under 1 ms, perf/README.md) or, with
+--server python, the reference server (firstlight.testing.refserver, one Python process). The server runs on the
+--server-cores and each client on the --client-cores (taskset; on this 2-core machine core 0 and core 1;
+on a 16-core machine e.g. --server-cores 0-3 --client-cores 4-15). For every level the server's own record
+of when it wrote each event is the truth; printed per tool: TTFT p50/p99, ITL p50/p99 and TPOT p50 against
+the truth, and output throughput against the ideal (C x 128 tokens per TTFT + 127 ITL), with the server's
+own lateness (write time - due time). The --big level uses a 40 ms ITL. --workers N is passed to
+`firstlight bench --workers` (only when given). Targets (issue 7): TTFT p50 within max(5%, 0.5 ms), ITL p50
+within 5%, ITL p99 within 2 ms, >= 99% of the ideal throughput up to C=1024; TTFT p50 within 10% and >= 97%
+at C=4096.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import time
 from pathlib import Path
 
 import httpx
+import truthserver
 
 from firstlight.testing import refserver
 
@@ -33,12 +42,16 @@ TOKENS = 128
 TTFT_MS = 50.0
 
 
-def pin(core: int) -> list[str]:
-    return ["taskset", "-c", str(core)] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+def pin(cores: str) -> list[str]:
+    return ["taskset", "-c", cores] if cores and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
 
 
-def start_server(port: int, itl: float) -> subprocess.Popen:
-    return refserver.start_process(port, TTFT_MS, itl, prefix=pin(0))
+def start_server(port: int, itl: float, args: argparse.Namespace) -> subprocess.Popen:
+    if args.server == "python":
+        return refserver.start_process(port, TTFT_MS, itl, prefix=pin(args.server_cores))
+    return truthserver.start_process(
+        port, TTFT_MS, itl, procs=args.server_procs, cpus=args.server_cpus, prefix=pin(args.server_cores)
+    )
 
 
 def truth(port: int) -> dict:
@@ -49,11 +62,11 @@ def requests_for(c: int) -> int:
     return max(2 * c, 10)
 
 
-def run_firstlight(port: int, c: int, tmp: Path) -> dict:
+def run_firstlight(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict:
     out = tmp / f"fl-{c}.json"
     subprocess.run(
         [
-            *pin(1),
+            *pin(args.client_cores),
             sys.executable,
             "-m",
             "firstlight",
@@ -76,6 +89,7 @@ def run_firstlight(port: int, c: int, tmp: Path) -> dict:
             str(out),
             "--store",
             str(tmp / "fl.db"),
+            *(["--workers", str(args.workers)] if args.workers else []),  # only when asked: a newer option
         ],
         check=True,
         stdout=subprocess.DEVNULL,
@@ -90,14 +104,14 @@ def run_firstlight(port: int, c: int, tmp: Path) -> dict:
     }
 
 
-def run_vllm(port: int, c: int, tmp: Path) -> dict | None:
+def run_vllm(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | None:
     vllm = ENGINE / "vllm"
     if not vllm.exists():
         return None
     out = tmp / f"vllm-{c}.json"
     res = subprocess.run(
         [
-            *pin(1),
+            *pin(args.client_cores),
             str(vllm),
             "bench",
             "serve",
@@ -152,7 +166,7 @@ def client_own_error(port: int, c: int) -> dict[str, float]:
     """The same client code, in this process, reading the server's X-Arrival header (when it read each
     request, on the shared monotonic clock): splits firstlight's TTFT into the time the request waited
     to be read by the server, and the rest, whose difference from the server's own TTFT is the client's
-    error. The reference server is Python: at high concurrency its intake, not the client, adds delay."""
+    error. With the Python reference server, at high concurrency its intake, not the client, adds delay."""
     import asyncio
 
     import numpy as np
@@ -196,6 +210,11 @@ def client_own_error(port: int, c: int) -> dict[str, float]:
     }
 
 
+def lateness(late: dict) -> str:
+    """The server's own lateness: p99, and max where the server reports it (the C one does)."""
+    return f"p99 {late['p99']:.2f} ms" + (f", max {late['max']:.2f} ms" if "max" in late else "")
+
+
 def line(name: str, got: dict, t: dict, ideal: float) -> str:
     return (
         f"  {name:<18} TTFT p50 {got['ttft']['p50']:8.2f} ({got['ttft']['p50'] - t['ttft_ms']['p50']:+7.2f})  "
@@ -212,13 +231,20 @@ def main() -> None:
     parser.add_argument("--levels", default="1,64,256,1024")
     parser.add_argument("--big", type=int, default=4096, help="a last level at 40 ms ITL (0 to skip)")
     parser.add_argument("--no-vllm", action="store_true")
+    parser.add_argument("--server", choices=("c", "python"), default="c", help="the C truth server or refserver")
+    parser.add_argument("--server-procs", type=int, default=1, help="C truth server processes")
+    parser.add_argument("--server-cpus", default=None, help="pin C server process i to the i-th core listed")
+    parser.add_argument("--server-cores", default="0", help="taskset for the server ('' for none)")
+    parser.add_argument("--client-cores", default="1", help="taskset for each client ('' for none)")
+    parser.add_argument("--workers", type=int, default=None, help="firstlight bench --workers N")
+    parser.add_argument("--no-split", action="store_true", help="skip the in-process split of firstlight's TTFT")
     args = parser.parse_args()
     plan = [(int(c), 10.0) for c in args.levels.split(",")] + ([(args.big, 40.0)] if args.big else [])
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for c, itl in plan:
             port = 18000 + c
-            server = start_server(port, itl)
+            server = start_server(port, itl, args)
             try:
                 ideal = c * TOKENS / ((TTFT_MS + (TOKENS - 1) * itl) / 1000)
                 print(f"C={c}, ITL {itl:g} ms, {requests_for(c)} requests (ideal {ideal:,.0f} tok/s)", flush=True)
@@ -227,7 +253,7 @@ def main() -> None:
                     if name.startswith("vllm") and args.no_vllm:
                         continue
                     truth(port)  # reset
-                    got = fn(port, c, tmp)
+                    got = fn(port, c, tmp, args)
                     t = truth(port)
                     if got is None:
                         continue
@@ -235,10 +261,17 @@ def main() -> None:
                     print(
                         f"  truth              TTFT p50 {t['ttft_ms']['p50']:8.2f}  p99 {t['ttft_ms']['p99']:8.2f}  "
                         f"ITL p50 {t['itl_ms']['p50']:6.2f}  p99 {t['itl_ms']['p99']:6.2f}  TPOT p50 "
-                        f"{t['tpot_ms']['p50']:6.2f}  server lateness p99 {t['lateness_ms']['p99']:.2f} ms"
+                        f"{t['tpot_ms']['p50']:6.2f}  server lateness {lateness(t['lateness_ms'])}"
                     )
                     print(results[-1], flush=True)
                     if "client" in got:
+                        workers = got["client"].get("workers") or []
+                        print(
+                            f"  firstlight's own view: loop lag p99 {got['client']['loop_lag_p99_ms']:.1f} ms, CPU "
+                            f"{got['client']['cpu_pct']:.0f}%, client_limited={got['client']['client_limited']}"
+                            + (f", {len(workers)} worker processes" if workers else "")
+                        )
+                    if "client" in got and not args.no_split:
                         own = client_own_error(port, c)
                         t = truth(port)
                         print(
@@ -246,10 +279,6 @@ def main() -> None:
                             f"{own['intake_p50']:.2f} ms; read → first token p50 {own['rest_p50']:.2f} "
                             f"({own['rest_p50'] - t['ttft_ms']['p50']:+.2f} vs the server's TTFT), "
                             f"p99 {own['rest_p99']:.2f} ({own['rest_p99'] - t['ttft_ms']['p99']:+.2f})"
-                        )
-                        print(
-                            f"  firstlight's own view: loop lag p99 {got['client']['loop_lag_p99_ms']:.1f} ms, CPU "
-                            f"{got['client']['cpu_pct']:.0f}%, client_limited={got['client']['client_limited']}"
                         )
             finally:
                 server.kill()
