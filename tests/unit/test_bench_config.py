@@ -52,6 +52,8 @@ STORED = {
         ({"url": "http://x:1", "num_requests": 5, "duration": 2.0}, "--num-requests or --duration"),
         ({"url": "http://x:1", "dataset": "/no/such.jsonl"}, "no such file"),
         ({"url": "http://x:1", "output_len": 0}, "--output-len must be at least 1"),
+        ({"url": "http://x:1", "workers": "0"}, "--workers '0': expected a number of processes"),
+        ({"url": "http://x:1", "workers": "many"}, "1 or more"),
     ],
 )
 def test_bad_options_say_what_to_change(options: dict[str, object], message: str) -> None:
@@ -80,13 +82,25 @@ def test_the_stored_shape_is_unchanged_and_resumable(tmp_path: Path) -> None:
         label="baseline",
         api_key="secret",
     )
-    assert cfg.public() == STORED  # no api_key, nothing renamed
+    assert cfg.public() == {**STORED, "workers": 1}  # no api_key, nothing renamed, fields only added
     store = Store(tmp_path / "s.db")
     run_id = store.add_run("baseline", STORED["url"], "tiny-llama", STORED, None)
-    again = BenchConfig.of_run(store, run_id, api_key="secret")
-    assert again.public() == STORED and again.api_key == "secret"
+    again = BenchConfig.of_run(store, run_id, api_key="secret")  # a run stored before --workers: one process
+    assert again.public() == {**STORED, "workers": 1} and again.api_key == "secret"
     with pytest.raises(BenchError, match="no benchmark run 99"):
         BenchConfig.of_run(store, 99)
+
+
+def test_workers_are_a_number_or_auto_and_stored_for_resume(tmp_path: Path) -> None:
+    assert BenchConfig.from_options(url="http://x:1").workers == 1
+    assert BenchConfig.from_options(url="http://x:1", workers="3").workers == 3
+    cfg = BenchConfig.from_options(url="http://x:1", workers="Auto")
+    assert cfg.workers == "auto"
+    store = Store(tmp_path / "s.db")
+    run_id = store.add_run("auto", cfg.url, "m", cfg.public(), None)
+    assert BenchConfig.of_run(store, run_id).workers == "auto"
+    with pytest.raises(BenchError, match="--workers"):
+        BenchConfig(url="http://x:1", workers=0).validate()
 
 
 def test_poisson_offsets_are_the_seeded_exponential_gaps() -> None:

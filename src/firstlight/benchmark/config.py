@@ -54,6 +54,7 @@ class BenchConfig:
     seed: int = 0
     tokenizer_dir: str | None = None
     api_key: str | None = None
+    workers: int | str = 1  # processes that send the requests (1: this one), or "auto" (benchmark.sharing)
 
     @classmethod
     def from_options(
@@ -66,6 +67,7 @@ class BenchConfig:
         slo: str | None = None,
         dataset: Path | str | None = None,
         tokenizer: Path | str | None = None,
+        workers: int | str = 1,
         **options: Any,
     ) -> BenchConfig:
         """A configuration from the command line's options (levels and SLOs as text, e.g. "1,8,64" and
@@ -80,6 +82,7 @@ class BenchConfig:
             levels = parse_list(concurrency, int) if concurrency else []
             rates = parse_list(request_rate, float) if request_rate else []
             slos = parse_slo(slo)
+            processes = parse_workers(workers)
         except ValueError as e:
             raise BenchError(str(e)) from e
         cfg = cls(
@@ -89,6 +92,7 @@ class BenchConfig:
             slo=slos,
             dataset=str(dataset) if dataset else None,
             tokenizer_dir=str(tokenizer) if tokenizer else None,
+            workers=processes,
             **options,
         )
         cfg.warmup = max(cfg.warmup, 0)
@@ -116,6 +120,10 @@ class BenchConfig:
             raise BenchError("give --num-requests or --duration, not both")
         if self.dataset is not None and not Path(self.dataset).is_file():
             raise BenchError(f"--dataset {self.dataset}: no such file")
+        try:
+            parse_workers(self.workers)
+        except ValueError as e:
+            raise BenchError(str(e)) from e
         for name, value in (
             ("--num-requests", self.num_requests),
             ("--input-len", self.input_len),
@@ -156,6 +164,19 @@ def parse_list(text: str, kind: type) -> list[Any]:
     if not values or any(v <= 0 or (isinstance(v, float) and math.isinf(v)) for v in values):
         raise ValueError(f"{text!r}: expected positive numbers, e.g. 1,8,64")
     return values
+
+
+def parse_workers(value: int | str) -> int | str:
+    """`--workers`: a number of processes (at least 1) or "auto"."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1 or isinstance(value, float | bool):
+        raise ValueError(f"--workers {value!r}: expected a number of processes (1 or more) or auto")
+    return n
 
 
 def parse_slo(text: str | None) -> dict[str, float]:

@@ -38,6 +38,7 @@ def client_health(lags: list[float], cpu_s: float, wall_s: float) -> dict[str, A
         "loop_lag_p99_ms": lag_p99,
         "loop_lag_max_ms": float(max(lags) * 1000) if lags else 0.0,
         "cpu_pct": cpu_pct,
+        "cpu_s": cpu_s,
         "client_limited": limited,
     }
     if cpu_pct > CLIENT_CPU_LIMIT:
@@ -50,6 +51,27 @@ def client_health(lags: list[float], cpu_s: float, wall_s: float) -> dict[str, A
             f"the client's event loop woke late (lag p99 {lag_p99:.1f} ms at {cpu_pct:.0f}% CPU): "
             "the host's cores were busy, e.g. with the server itself; latencies include that delay"
         )
+    return health
+
+
+def fleet_health(parent: dict[str, Any], workers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A level sent by worker processes: each worker's own health (one entry each, in order), the worst of
+    them on top in the shape of one process's (so a reader of `loop_lag_p99_ms`, `cpu_pct` and
+    `client_limited` needs no change: limited when any worker was), and the parent's, which only merges and
+    stores what the workers measured and so never makes the level client-limited."""
+    measured = [w for w in workers if "cpu_pct" in w]  # a worker that died sent no health
+    limited = [w for w in measured if w["client_limited"]]
+    health: dict[str, Any] = {
+        "loop_lag_p99_ms": max((w["loop_lag_p99_ms"] for w in measured), default=0.0),
+        "loop_lag_max_ms": max((w["loop_lag_max_ms"] for w in measured), default=0.0),
+        "cpu_pct": max((w["cpu_pct"] for w in measured), default=0.0),  # per core, like the limit
+        "cpu_s": sum(w["cpu_s"] for w in measured),
+        "client_limited": bool(limited),
+        "workers": workers,
+        "parent": parent,
+    }
+    if limited:
+        health["warning"] = f"worker {limited[0]['worker']}: {limited[0]['warning']}"
     return health
 
 

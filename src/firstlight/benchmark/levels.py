@@ -1,8 +1,9 @@
 """One load level, start to end: the requests still missing, the schedule, the client's own health, the
 server's speculative-decoding counters before and after, and the summary stored with the level.
 
-A level that ends early (a dead server, a run of failures, Ctrl-C) is stored as incomplete with every
-request it finished, so `--resume` sends only the missing ones.
+A level that ends early (a dead server, a run of failures, a dead worker process, Ctrl-C) is stored as
+incomplete with every request it finished, so `--resume` sends only the missing ones. With `--workers`
+above 1 the requests are sent by worker processes (`fleet`) and this process only stores and counts them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstlight.benchmark import schedule, specdecode
+from firstlight.benchmark import schedule, sharing, specdecode
 from firstlight.benchmark.client import ConnectionPool
-from firstlight.benchmark.config import BenchConfig, LevelSpec
-from firstlight.benchmark.health import ClientWatch
+from firstlight.benchmark.config import BenchConfig, LevelSpec, parse_workers
+from firstlight.benchmark.failures import FailureRun
+from firstlight.benchmark.fleet import Fleet, jobs
+from firstlight.benchmark.health import ClientWatch, fleet_health
 from firstlight.benchmark.metrics import summarise
 from firstlight.benchmark.recorder import RecordWriter
 from firstlight.errors import BenchAborted
@@ -25,6 +28,7 @@ from firstlight.records import RequestRecord
 from firstlight.store import Store
 
 WARMUP_INDEX = -1  # the warm-up is stored as a level of its own, never summarised with the others
+CANCELLED = "cancelled"
 TICK_S = 0.25
 
 
@@ -57,6 +61,7 @@ class RunContext:
     bodies: list[bytes]  # every request body, encoded before the run
     writer: RecordWriter
     progress: ProgressFn
+    itl_s: float | None = None  # the warm-up's median inter-token latency, for `--workers auto`
 
 
 class LevelRunner:
@@ -64,7 +69,7 @@ class LevelRunner:
 
     def __init__(self, ctx: RunContext, level_id: int, state: LevelState) -> None:
         self.ctx, self.level_id, self.state = ctx, level_id, state
-        self.consecutive_failures = 0
+        self.failures = FailureRun(state.concurrency)
         self.abort_reason: str | None = None
         self.stop = asyncio.Event()
 
@@ -74,26 +79,27 @@ class LevelRunner:
         try:
             await self.ctx.pool.send(rec, bodies[index % len(bodies)], self.ctx.cfg.timeout)
         except asyncio.CancelledError:
-            rec.error_kind, rec.error = "cancelled", "the run was interrupted before this request finished"
+            rec.error_kind, rec.error = CANCELLED, "the run was interrupted before this request finished"
             rec.done = time.perf_counter()
             self.ctx.writer.put(self.level_id, rec)
             raise
+        self.account(rec)
+
+    def account(self, rec: RequestRecord) -> None:
+        """One finished request, sent here or by a worker process: stored, counted, and judged."""
         self.ctx.writer.put(self.level_id, rec)
+        if rec.error_kind == CANCELLED:
+            return  # interrupted, not failed: the level is already stopping
         if self.ctx.writer.error is not None:
             self.abort(f"records can no longer be stored: {self.ctx.writer.error}")
         self.state.done += 1
         if rec.ok:
             self.state.tokens += rec.output_tokens
-            self.consecutive_failures = 0
-            return
-        self.state.failed += 1
-        self.consecutive_failures += 1
-        if rec.error_kind == "connection_refused":
-            self.abort(f"the server refused connections ({rec.error}): it is down")
-        elif self.consecutive_failures >= max(10, (self.state.concurrency or 1)):
-            self.abort(
-                f"{self.consecutive_failures} requests failed in a row, the last with {rec.error_kind}: {rec.error}"
-            )
+        else:
+            self.state.failed += 1
+        reason = self.failures.see(rec)
+        if reason is not None:
+            self.abort(reason)
 
     def abort(self, reason: str) -> None:
         if self.abort_reason is None:
@@ -133,32 +139,60 @@ async def run_level(ctx: RunContext, level: LevelSpec, previous: dict[str, Any] 
     state = LevelState(level.index, level.concurrency, level.rate, len(indices))
     runner = LevelRunner(ctx, level_id, state)
     before = await asyncio.to_thread(specdecode.scrape, cfg.url)
-    if await ctx.pool.prewarm(min(level.concurrency or 64, len(indices), 4096)):
+    workers = workers_for(ctx, level)
+    fleet = None
+    if workers > 1:
+        fleet = Fleet(runner, jobs(cfg, level, indices, workers, ctx.bodies, ctx.pool.target))
+        await fleet.ready()  # processes started, connections opened: the level's clock starts after
+    elif await ctx.pool.prewarm(min(level.concurrency or 64, len(indices), 4096)):
         await asyncio.sleep(0.2)  # connected is not yet accepted: let the server take them before the load
     watch, ticking = ClientWatch(), asyncio.Event()
     watch.start()
     ticker = asyncio.create_task(_tick(ctx.progress, state, ticking))
     deadline = time.perf_counter() + cfg.duration if cfg.duration else None
     try:
-        if level.rate is not None:
+        if fleet is not None:
+            await fleet.run()
+        elif level.rate is not None:
             offsets = schedule.arrivals(cfg.arrival, level.rate, cfg.seed + level.index)
             await schedule.open_loop(runner.one, indices, offsets, level.concurrency, runner.stop, deadline)
         else:
             await schedule.closed_loop(runner.one, indices, level.concurrency or 1, runner.stop, deadline)
     except asyncio.CancelledError:
-        _finish(ctx, level_id, level, None, watch.health(), "incomplete", "interrupted")
+        _finish(ctx, level_id, level, None, _health(watch, fleet), "incomplete", "interrupted")
         raise
     finally:
         ticking.set()
         await watch.stop()
         await asyncio.gather(ticker, return_exceptions=True)
-    health = watch.health()
+    health = _health(watch, fleet)
     after = await asyncio.to_thread(specdecode.scrape, cfg.url) if runner.abort_reason is None else None
     spec = specdecode.acceptance(before, after)
     ctx.progress(state)
     state_name = "complete" if runner.abort_reason is None else "incomplete"
     _finish(ctx, level_id, level, spec, health, state_name, runner.abort_reason)
     return runner.abort_reason
+
+
+def workers_for(ctx: RunContext, level: LevelSpec) -> int:
+    """How many processes send this level: the configured number, or for `auto` enough for the level's
+    expected chunk rate (`sharing.auto_workers`). 1: this process, as without --workers."""
+    workers = parse_workers(ctx.cfg.workers)
+    if workers != "auto":
+        return int(workers)
+    rate = sharing.expected_chunk_rate(level, ctx.cfg.output_len, ctx.itl_s)
+    return sharing.auto_workers(rate, sharing.free_cores())
+
+
+def warmup_itl(store: Store, run_id: int) -> float | None:
+    """The median inter-token latency of a run's stored warm-up, or None without one."""
+    warm = [lv for lv in store.levels(run_id) if lv["idx"] == WARMUP_INDEX]
+    return sharing.median_itl(store.requests(warm[-1]["id"])) if warm else None
+
+
+def _health(watch: ClientWatch, fleet: Fleet | None) -> dict[str, Any]:
+    """The client's health over the level: this process's, or with workers each worker's and theirs merged."""
+    return watch.health() if fleet is None else fleet_health(watch.health(), fleet.health())
 
 
 def _finish(

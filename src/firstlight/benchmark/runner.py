@@ -17,7 +17,7 @@ import uvloop
 from firstlight.benchmark import endpoint
 from firstlight.benchmark.client import ConnectionPool, Target
 from firstlight.benchmark.config import BenchConfig
-from firstlight.benchmark.levels import WARMUP_INDEX, ProgressFn, RunContext, run_level, warm_up
+from firstlight.benchmark.levels import WARMUP_INDEX, ProgressFn, RunContext, run_level, warm_up, warmup_itl
 from firstlight.benchmark.recorder import Clock, RecordWriter
 from firstlight.benchmark.result import BenchResult
 from firstlight.benchmark.workload import build_workload
@@ -123,6 +123,9 @@ async def _levels(ctx: RunContext) -> None:
     done = {lv["idx"]: lv for lv in ctx.store.levels(ctx.run_id)}
     if ctx.cfg.warmup and WARMUP_INDEX not in done:
         await warm_up(ctx)
+    if ctx.cfg.workers == "auto":  # sized by the warm-up's pace (a resumed run's stored one)
+        ctx.writer.flush()
+        ctx.itl_s = warmup_itl(ctx.store, ctx.run_id)
     levels = ctx.cfg.levels()
     for level in levels:
         previous = done.get(level.index)

@@ -60,9 +60,13 @@ async def open_loop(
     cap: int | None,
     stop: asyncio.Event,
     deadline: float | None,
+    start: float | None = None,
 ) -> None:
-    """Each request sent at its scheduled time, whatever the server's pace; at most `cap` in flight."""
-    start = time.perf_counter()
+    """Each request sent at its scheduled time, whatever the server's pace; at most `cap` in flight.
+
+    The offsets count from `start` (default: now), an instant on the perf_counter clock: the worker
+    processes of one level are given the same one, CLOCK_MONOTONIC being the whole machine's on Linux."""
+    start = time.perf_counter() if start is None else start
     slots = asyncio.Semaphore(cap) if cap else None
     tasks: set[asyncio.Task[None]] = set()
 
@@ -90,3 +94,5 @@ async def open_loop(
     finally:
         for task in tasks:
             task.cancel()
+        # Interrupted: the requests in flight record themselves as cancelled before the level is summarised.
+        await asyncio.gather(*tasks, return_exceptions=True)

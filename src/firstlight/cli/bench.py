@@ -47,6 +47,7 @@ def bench(
     temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
     seed: Annotated[int, typer.Option(help="seed for prompts and arrivals")] = 0,
     tokenizer: Annotated[Path | None, typer.Option(help="a model directory whose tokenizer counts tokens")] = None,
+    workers: Annotated[str, typer.Option(help="processes sending the requests: a number, or auto")] = "1",
     force: Annotated[bool, typer.Option("--force", help="with --launch: launch even when a check fails")] = False,
     store: StoreOption = None,
 ) -> None:

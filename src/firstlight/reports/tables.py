@@ -47,7 +47,28 @@ def _client(client: dict[str, Any] | None) -> str:
     if not client:
         return "-"
     flag = " LIMITED" if client.get("client_limited") else ""
-    return f"lag {client['loop_lag_p99_ms']:.1f}ms cpu {client['cpu_pct']:.0f}%{flag}"
+    n = len(client.get("workers") or ())
+    workers = f" {n} worker{'s' if n > 1 else ''}" if n else ""  # lag and cpu: the worst worker's
+    return f"lag {client['loop_lag_p99_ms']:.1f}ms cpu {client['cpu_pct']:.0f}%{workers}{flag}"
+
+
+def worker_lines(run: dict[str, Any]) -> list[str]:
+    """Each worker process's own health, one line for each level sent by several (`bench --workers`)."""
+    lines = []
+    for lv in run["levels"]:
+        workers = (lv.get("client") or {}).get("workers")
+        if workers:
+            lines.append(f"{level_name(lv)} workers: " + "; ".join(_worker(w) for w in workers))
+    return lines
+
+
+def _worker(w: dict[str, Any]) -> str:
+    if "died" in w:
+        return f"#{w['worker']} died ({w['died']}) after {w['requests']} requests"
+    if "cpu_pct" not in w:
+        return f"#{w['worker']} stopped before the start"
+    flag = " LIMITED" if w["client_limited"] else ""
+    return f"#{w['worker']} {w['requests']} req, lag {w['loop_lag_p99_ms']:.1f}ms cpu {w['cpu_pct']:.0f}%{flag}"
 
 
 def level_row(lv: dict[str, Any]) -> list[str]:
@@ -75,6 +96,8 @@ def run_table(run: dict[str, Any]) -> Table:
     table = Table(
         title=f"run {run['run']}: {run['label']} ({run['state']}) — latencies in ms",
         title_justify="left",
+        caption="\n".join(worker_lines(run)) or None,
+        caption_justify="left",
         show_edge=False,
     )
     for col in COLUMNS:
@@ -181,6 +204,8 @@ def markdown(runs: list[dict[str, Any]], images: dict[str, str] | None = None) -
         for lv in run["levels"]:
             out.append("| " + " | ".join(level_row(lv)) + " |")
         out.append("")
+        workers = worker_lines(run)
+        out += [*(f"- {line}" for line in workers), ""] if workers else []
     if len(runs) > 1:
         out.append(f"## Against the baseline (run {runs[0]['run']}, {runs[0]['label']})\n")
         out.append("| " + " | ".join(COMPARISON_COLUMNS) + " |")
