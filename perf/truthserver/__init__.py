@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
+from firstlight.testing import refserver
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "perf" / "truthserver" / "build" / "truthserver"
@@ -40,20 +40,7 @@ def start_process(
     "0-3", when given), after `prefix` (e.g. `taskset -c 0`); returned once it answers /health. Killing the
     returned process takes its server processes with it."""
     build()
-    cmd = [
-        *prefix,
-        str(BINARY),
-        "--port",
-        str(port),
-        "--ttft-ms",
-        str(ttft_ms),
-        "--itl-ms",
-        str(itl_ms),
-        "--tokens-per-chunk",
-        str(per_chunk),
-        "--procs",
-        str(procs),
-    ]
+    cmd = [*prefix, str(BINARY), *refserver.timing_args(port, ttft_ms, itl_ms, per_chunk), "--procs", str(procs)]
     if cpus:
         cmd += ["--cpus", cpus]
     # stderr goes to a file, not a pipe (a server blocked on a full pipe would lose its timing); the server
@@ -63,13 +50,9 @@ def start_process(
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True)
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
-        if select.select([proc.stdout], [], [], timeout)[0] and proc.stdout.readline():
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, trust_env=False).status_code == 200:
-                        return proc
-                except httpx.HTTPError:
-                    time.sleep(0.05)
+        listening = select.select([proc.stdout], [], [], timeout)[0] and proc.stdout.readline()
+        if listening and refserver.wait_healthy(port, deadline):
+            return proc
         proc.kill()
         proc.wait()
         errors.seek(0)

@@ -308,6 +308,31 @@ async def serve(
         await srv.serve_forever()
 
 
+def timing_args(port: int, ttft_ms: float, itl_ms: float, tokens_per_chunk: int) -> list[str]:
+    """The command-line options a reference server (this one, or perf's C truth server) is started with."""
+    return [
+        "--port",
+        str(port),
+        "--ttft-ms",
+        str(ttft_ms),
+        "--itl-ms",
+        str(itl_ms),
+        "--tokens-per-chunk",
+        str(tokens_per_chunk),
+    ]
+
+
+def wait_healthy(port: int, deadline: float) -> bool:
+    """Whether a server on 127.0.0.1:port answers /health with 200 before `deadline` (time.monotonic)."""
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, trust_env=False).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return False
+
+
 def start_process(
     port: int,
     ttft_ms: float = DEFAULT_TTFT_MS,
@@ -323,25 +348,13 @@ def start_process(
             sys.executable,
             "-m",
             "firstlight.testing.refserver",
-            "--port",
-            str(port),
-            "--ttft-ms",
-            str(ttft_ms),
-            "--itl-ms",
-            str(itl_ms),
-            "--tokens-per-chunk",
-            str(tokens_per_chunk),
+            *timing_args(port, ttft_ms, itl_ms, tokens_per_chunk),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, trust_env=False).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.05)
+    if wait_healthy(port, time.monotonic() + timeout):
+        return proc
     proc.kill()
     raise RuntimeError(f"the reference server did not answer on port {port} within {timeout:g} s")
 
