@@ -63,8 +63,9 @@ CONTESTED_CONFIDENCE = 0.85
 
 
 _QUIET_LEVEL = re.compile(
-    r"^\W*(?:\(\w[\w-]* pid=\d+\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
-    r"|(?<!NCCL)\s(?:INFO|WARN|WARNING|DEBUG)(?:\s+[\w.:]+[:\]]|:\s)|^\[W\d"
+    r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
+    r"|\s(?:INFO|DEBUG)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)"
+    r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
 )
 
 
@@ -76,16 +77,18 @@ _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
-# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`. Traceback frames and code lines under an
+# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher). Traceback frames and code lines under an
 # engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
+    r"|thread '[\w-]+' panicked at"
 )
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
 # `... Falling back to regular HTTP download`): a cause only if nothing that stopped the launch is found.
 CARRIES_ON = re.compile(
-    r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without)\b"
+    r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without|"
+    r"may not be usable|may not work)\b"
 )
 
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.

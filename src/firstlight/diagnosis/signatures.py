@@ -91,7 +91,7 @@ TRIGGER = re.compile(
     r"does not|is not|didn't|no available|unrecognized|driver|larger than|smaller than|restricted|gated|offline|"
     r"magic|not available|watchdog|ordinal|[Cc]annot|symbol|no kernel|incompatible|signal|illegal|SIGILL|"
     r"maximum model length|placement group|used by a process|wrong|only found|is supported by|CUDA initialization|"
-    r"impossible|crashed"
+    r"impossible|crashed|mpiSize|ORTE|panicked"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
