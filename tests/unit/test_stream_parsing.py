@@ -136,3 +136,17 @@ def test_usage_only_in_the_last_token_event() -> None:
     r = feed(parts)
     assert r.ok and list(r.chunk_tokens) == [1, 1, 1]
     assert r.completion_tokens == 3 and r.prompt_tokens == 4
+
+
+def test_one_event_per_read_all_in_one_read_and_crlf_give_the_same_record() -> None:
+    # the client has a fast path for a read that is one whole single-line event; every other shape goes
+    # the general way: all must agree
+    def records(parts: list[bytes]) -> tuple[list[int], int | None, int | None, bool]:
+        r = feed(parts)
+        return list(r.chunk_tokens), r.completion_tokens, r.prompt_tokens, r.ok
+
+    crlf = [HEAD] + [chunk(p[p.index(b"\r\n") + 2 : -2].replace(b"\n", b"\r\n")) for p in GOOD[1:-1]] + [GOOD[-1]]
+    one_read = [HEAD, b"".join(GOOD[1:])]
+    assert records(GOOD) == records(crlf) == records(one_read) == ([1, 2], 3, 3, True)
+    no_usage = [HEAD, event('{"choices":[{"text":" a"}]}'), event('{"choices":[{"text":" b"}]}'), b"0\r\n\r\n"]
+    assert records(no_usage) == records([HEAD, b"".join(no_usage[1:])]) == ([1, 1], None, None, True)

@@ -25,6 +25,7 @@ _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!")')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 MAX_ERROR_BODY = 4096
+_clock = time.perf_counter  # one global lookup a read instead of two
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class StreamConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self._now = time.perf_counter()
+        self._now = _clock()
         self._got_bytes = True
         try:
             self._parser.feed_data(data)
@@ -115,11 +116,19 @@ class StreamConnection(asyncio.Protocol):
             return
         if self._buf:
             body = self._buf + body
+        if body.find(b"\n") == len(body) - 2 and body[-1] == 10 and body[-3:-2] != b"\r":  # 10: LF
+            # The read is one whole single-line event (the first newline is the blank line that ends it),
+            # as nearly every read is at high concurrency: one scan of the bytes instead of three.
+            self._buf = b""
+            if not (body.startswith(b"data: {") and self._token_event(body, rec)):
+                self._event(body[:-2], rec)
+            return
         if b"\r" in body:
             body = body.replace(b"\r\n", b"\n")  # SSE allows CRLF; most servers send LF
         *events, self._buf = body.split(b"\n\n")
         for event in events:
-            self._event(event, rec)
+            if not (event.startswith(b"data: {") and b"\n" not in event and self._token_event(event, rec)):
+                self._event(event, rec)
 
     def on_message_complete(self) -> None:
         rec = self._record
@@ -138,6 +147,38 @@ class StreamConnection(asyncio.Protocol):
             self._finish(rec.error_kind, rec.error)
 
     # SSE
+
+    def _token_event(self, event: bytes, rec: RequestRecord) -> bool:
+        """The fast path for the event nearly every chunk is: a `data:` line (no other line) of JSON with a
+        non-empty `choices` list, not an error, carrying either no usage or continuous usage's running count.
+        At C=1024 x 10 ms this runs 100k times a second, and each scan of the ~250 bytes costs about as much
+        as a call, so it decides in one call what _event and _payload decide in two, scanning less: the
+        `object` and `completion_tokens` keys are looked up where servers put them (first and last), which
+        for one JSON object with one of each is the same answer. Anything else returns False, having
+        changed nothing, and the general path decides it (role-only deltas and the usage-only chunk too)."""
+        if event.startswith(b'data: {"error"'):
+            return False
+        at = event.find(b'"object":"')
+        if (at >= 0 and event.startswith(b'error"', at + 10)) or b'"choices":[{' not in event:
+            return False
+        at = event.rfind(b'"completion_tokens":')
+        if at < 0:  # no usage: one token if the delta has text
+            if not _TEXT.search(event, 6):
+                return False
+            rec.chunks.append(self._now)
+            rec.chunk_tokens.append(1)
+            return True
+        total = _INT.match(event, at + 20)
+        if total is None or not (self._cum_tokens or not rec.chunks):
+            return False  # not a number, or usage only on the last event: the general path's cases
+        count = int(total[1])
+        tokens, self._cum_tokens, rec.completion_tokens = count - self._cum_tokens, count, count
+        if rec.prompt_tokens is None:
+            self._prompt_tokens(event, rec)
+        if tokens > 0:
+            rec.chunks.append(self._now)
+            rec.chunk_tokens.append(tokens)
+        return True
 
     def _event(self, event: bytes, rec: RequestRecord) -> None:
         if event.startswith(b"data: {") and b"\n" not in event:

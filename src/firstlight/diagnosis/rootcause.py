@@ -77,8 +77,8 @@ _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
-# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher). Traceback frames and code lines under an
-# engine's `ERROR` prefix have no such marker of their own.
+# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher).
+# Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
     r"|thread '[\w-]+' panicked at"
