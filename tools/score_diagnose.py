@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,6 +33,9 @@ def cases(dirs: list[Path]) -> list[tuple[Path, dict]]:
     return out
 
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # diagnose reads lines without colour codes; so are labels compared
+
+
 def score(path: Path, case: dict) -> dict:
     report = diagnose_file(path)
     d = report.diagnosis
@@ -43,7 +47,7 @@ def score(path: Path, case: dict) -> dict:
         "want": case["category"],
         "got": got_cat,
         "category_ok": got_cat == case["category"],
-        "line_ok": got_line == case["root_cause_line"].strip(),
+        "line_ok": got_line == ANSI.sub("", case["root_cause_line"]).strip(),
         "confidence": d.confidence if d else 0.0,
         "got_line": got_line[:200],
         "want_line": case["root_cause_line"].strip()[:200],

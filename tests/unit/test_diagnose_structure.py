@@ -185,3 +185,14 @@ def test_every_signature_names_its_source_and_passes_the_prefilter(sig) -> None:
     assert sig.example, f"{sig.id}: add an `example` line"
     assert sig.pattern.search(sig.example), f"{sig.id}: the pattern does not match its example"
     assert TRIGGER.search(sig.example), f"{sig.id}: the prefilter (signatures.TRIGGER) never lets its lines through"
+
+
+def test_terminal_colour_codes_are_not_part_of_a_line() -> None:
+    log = (
+        "\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m INFO 07-31 15:52:18 [core.py:70] Initializing a V1 LLM engine\n"
+        "\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m ERROR 07-31 15:52:26 [core.py:708] RuntimeError: Triton Error "
+        "[CUDA]: device kernel image is invalid\n"
+    )
+    report = diagnose_text(log)
+    assert report.engine == "vllm" and report.diagnosis.category == "cuda_driver_mismatch"
+    assert report.diagnosis.root_cause_line.startswith("(EngineCore_DP0 pid=7) ERROR 07-31")

@@ -170,7 +170,11 @@ SGLANG = EngineAdapter(
     config_sources=(r"sglang/srt/server_args\.py", r"sglang/srt/arg_groups/", r"sglang/srt/configs/"),
     registry_sources=(r"sglang/srt/models/registry\.py",),
     # srt/models/registry.py logs it and leaves the model out; it matters only if that model is the one served
-    ignored_errors=compile_all(r"Ignore import error when loading sglang\.srt\.models\."),
+    # and utils/common.py logs an optional module it could not import ("Failed to import amdsmi with
+    # ModuleNotFoundError(...)") and runs on without it
+    ignored_errors=compile_all(
+        r"Ignore import error when loading sglang\.srt\.models\.", r"Failed to import \w+ with \w+(Error|Exception)\("
+    ),
     fingerprints=compile_all(
         r"\bsglang[./:]",
         r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)",

@@ -1,4 +1,6 @@
-"""Log text as segments: split on both `\\n` and `\\r` (progress bars redraw with `\\r`), in bounded memory."""
+"""Log text as segments: split on both `\\n` and `\\r` (progress bars redraw with `\\r`), in bounded memory,
+without the terminal's colour codes (engines colour their prefixes when they write to a terminal, and a log
+captured from one keeps them)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,13 @@ from typing import BinaryIO
 _SPLIT = re.compile(rb"[\r\n]")
 MAX_SEGMENT = 64 * 1024  # a pathological line without newlines is cut, never held whole in memory
 _DIGITS = re.compile(r"\d+")
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _text(segment: bytes) -> str:
+    if b"\x1b" in segment:
+        segment = _ANSI.sub(b"", segment)
+    return segment.decode("utf-8", "replace")
 
 
 class LineSplitter:
@@ -25,19 +34,19 @@ class LineSplitter:
         for m in _SPLIT.finditer(data):
             segment = data[start : m.start()]
             if segment.strip():
-                yield self.line_no, segment.decode("utf-8", "replace")
+                yield self.line_no, _text(segment)
             if m.group() == b"\n":
                 self.line_no += 1
             start = m.end()
         rest = data[start:]
         if len(rest) > MAX_SEGMENT:
-            yield self.line_no, rest[:MAX_SEGMENT].decode("utf-8", "replace")
+            yield self.line_no, _text(rest[:MAX_SEGMENT])
             rest = b""
         self._pending = rest
 
     def finish(self) -> Iterator[tuple[int, str]]:
         if self._pending.strip():
-            yield self.line_no, self._pending.decode("utf-8", "replace")
+            yield self.line_no, _text(self._pending)
         self._pending = b""
 
 
