@@ -158,7 +158,7 @@ def _decide(
             return "failed", _from_candidate(after, finder), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()
-    if finder.failed:
+    if finder.failed(best):
         if best:
             return "failed", _from_candidate(best, finder), STRONGEST_RULE
         return "failed", _from_wrapper(finder.wrappers), WRAPPER_RULE

@@ -286,11 +286,11 @@ class RootCauseFinder:
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
         if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
             score *= IGNORED_FACTOR
-            reasons.append(f"an error the engine says it ignores (x{IGNORED_FACTOR})")
+            reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
         return score, best, tuple(reasons), quiet
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
-        """The strongest candidates, best first (the order `best` chooses by)."""
+        """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""
         return heapq.nsmallest(limit, self.candidates.values(), key=_rank)
 
     def best(self, after: int = 0) -> Candidate | None:
@@ -334,10 +334,9 @@ class RootCauseFinder:
         best = self.best(after=line_no)
         return best if best is not None and best.category != "unknown" and best.score >= FAILED_SCORE else None
 
-    @property
-    def failed(self) -> bool:
-        """Whether the log shows a launch that died, rather than one that stopped printing."""
-        best = self.best()
+    def failed(self, best: Candidate | None) -> bool:
+        """Whether the log shows a launch that died, rather than one that stopped printing (`best`: what
+        `best()` chose, which the caller has already)."""
         if self.wrappers:
             return True
         if best is None:

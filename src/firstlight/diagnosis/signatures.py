@@ -89,9 +89,9 @@ TRIGGER = re.compile(
     r"must|exceed|too (old|large|small)|mismatch|incompatible|sigquit|dead|in use|bind|nccl|only support|"
     r"capability|less than|greater than|divisible|trust_remote_code|remote code|errno|illegal|what\(\)|"
     r"does not|is not|didn't|no available|unrecognized|driver|larger than|smaller than|restricted|gated|offline|"
-    r"magic|not available|watchdog|ordinal|[Cc]annot|symbol|no kernel|incompatible|signal|illegal|SIGILL|"
-    r"maximum model length|placement group|used by a process|wrong|only found|is supported by|CUDA initialization|"
-    r"impossible|crashed|mpiSize|ORTE|panicked"
+    r"magic|not available|watchdog|ordinal|symbol|no kernel|signal|SIGILL|maximum model length|placement group|"
+    r"used by a process|wrong|only found|is supported by|CUDA initialization|impossible|crashed|mpiSize|\bORTE\b|"
+    r"panicked"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
