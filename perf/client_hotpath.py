@@ -26,8 +26,9 @@ import json
 import pstats
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from timing import best_of
 
 from firstlight.benchmark.client import StreamConnection, Target
 from firstlight.records import RequestRecord
@@ -188,15 +189,6 @@ def check(shape: Shape, records: list[RequestRecord]) -> None:
         assert len(rec.chunks) == token_chunks(shape), (shape.name, len(rec.chunks))
         assert sum(rec.chunk_tokens) == TOKENS and rec.completion_tokens == TOKENS, shape.name
         assert rec.prompt_tokens == PROMPT, (shape.name, rec.prompt_tokens)
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def profile(all_reads: list[list[bytes]]) -> str:

@@ -16,6 +16,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from timing import best_of
+
 from firstlight.diagnosis import diagnose_file
 
 RANK_LINES = [
@@ -58,15 +60,6 @@ def write_log(path: Path, n_lines: int) -> None:
 def read_only(path: Path) -> int:
     with open(path, "rb") as f:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-
-
-def best_of(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main() -> None:

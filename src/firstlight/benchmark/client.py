@@ -25,6 +25,7 @@ _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _TEXT = re.compile(rb'"(?:text|content|reasoning_content|reasoning)"\s*:\s*"(?!")')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 MAX_ERROR_BODY = 4096
+CANCELLED = "cancelled"  # a request the run stopped waiting for: interrupted, not failed
 _clock = time.perf_counter  # one global lookup a read instead of two
 
 
@@ -171,10 +172,7 @@ class StreamConnection(asyncio.Protocol):
         total = _INT.match(event, at + 20)
         if total is None or not (self._cum_tokens or not rec.chunks):
             return False  # not a number, or usage only on the last event: the general path's cases
-        count = int(total[1])
-        tokens, self._cum_tokens, rec.completion_tokens = count - self._cum_tokens, count, count
-        if rec.prompt_tokens is None:
-            self._prompt_tokens(event, rec)
+        tokens = self._running_count(int(total[1]), event, rec)
         if tokens > 0:
             rec.chunks.append(self._now)
             rec.chunk_tokens.append(tokens)
@@ -206,13 +204,7 @@ class StreamConnection(asyncio.Protocol):
                 self._prompt_tokens(payload, rec)
             return
         if total is not None and (self._cum_tokens or not rec.chunks):
-            # continuous usage (it came with the first token): the running count says how many tokens
-            # this event carried
-            tokens = total - self._cum_tokens
-            self._cum_tokens = total
-            rec.completion_tokens = total
-            if rec.prompt_tokens is None:
-                self._prompt_tokens(payload, rec)
+            tokens = self._running_count(total, payload, rec)
             if tokens <= 0:
                 return
         elif total is not None:
@@ -228,6 +220,14 @@ class StreamConnection(asyncio.Protocol):
             return  # a role-only or empty delta: no token yet
         rec.chunks.append(self._now)
         rec.chunk_tokens.append(tokens)
+
+    def _running_count(self, total: int, payload: bytes, rec: RequestRecord) -> int:
+        """Continuous usage (it came with the first token): the running count says how many tokens this
+        event carried. Keeps the count and the request's totals; returns this event's share."""
+        tokens, self._cum_tokens, rec.completion_tokens = total - self._cum_tokens, total, total
+        if rec.prompt_tokens is None:
+            self._prompt_tokens(payload, rec)
+        return tokens
 
     @staticmethod
     def _prompt_tokens(payload: bytes, rec: RequestRecord) -> None:
@@ -327,7 +327,17 @@ class ConnectionPool:
         return proto
 
     async def send(self, rec: RequestRecord, body: bytes, timeout: float) -> RequestRecord:
-        """Send one request and wait for its whole stream; every failure ends in the record, never raises."""
+        """Send one request and wait for its whole stream; every failure ends in the record, never raises.
+        Cancelled (Ctrl-C, a level told to stop at once), the record says so before CancelledError goes on,
+        so the caller can still store it."""
+        try:
+            return await self._send(rec, body, timeout)
+        except asyncio.CancelledError:
+            rec.error_kind, rec.error = CANCELLED, "the run was interrupted before this request finished"
+            rec.done = time.perf_counter()
+            raise
+
+    async def _send(self, rec: RequestRecord, body: bytes, timeout: float) -> RequestRecord:
         head = self.target.request_head(len(body))
         for attempt in (1, 2):
             conn = self._take()

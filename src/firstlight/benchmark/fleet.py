@@ -196,7 +196,7 @@ def jobs(
 ) -> list[worker.WorkerJob]:
     """Each worker's job for this level: its share (`sharing`), its bodies, the connections it opens first."""
     if level.rate is not None:
-        arrivals = schedule.arrivals(cfg.arrival, level.rate, cfg.seed + level.index)  # as in one process
+        arrivals = schedule.level_arrivals(cfg, level)  # as in one process
         shares = sharing.open_shares(indices, list(islice(arrivals, len(indices))), level.concurrency, workers)
     else:
         shares = sharing.closed_shares(indices, level.concurrency or 1, workers)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.benchmark import schedule, sharing, specdecode
-from firstlight.benchmark.client import ConnectionPool
-from firstlight.benchmark.config import BenchConfig, LevelSpec, parse_workers
+from firstlight.benchmark.client import CANCELLED, ConnectionPool
+from firstlight.benchmark.config import BenchConfig, LevelSpec
 from firstlight.benchmark.failures import FailureRun
 from firstlight.benchmark.fleet import Fleet, jobs
 from firstlight.benchmark.health import ClientWatch, fleet_health
@@ -28,7 +28,6 @@ from firstlight.records import RequestRecord
 from firstlight.store import Store
 
 WARMUP_INDEX = -1  # the warm-up is stored as a level of its own, never summarised with the others
-CANCELLED = "cancelled"
 TICK_S = 0.25
 
 
@@ -79,9 +78,7 @@ class LevelRunner:
         try:
             await self.ctx.pool.send(rec, bodies[index % len(bodies)], self.ctx.cfg.timeout)
         except asyncio.CancelledError:
-            rec.error_kind, rec.error = CANCELLED, "the run was interrupted before this request finished"
-            rec.done = time.perf_counter()
-            self.ctx.writer.put(self.level_id, rec)
+            self.ctx.writer.put(self.level_id, rec)  # marked cancelled by the pool
             raise
         self.account(rec)
 
@@ -154,7 +151,7 @@ async def run_level(ctx: RunContext, level: LevelSpec, previous: dict[str, Any] 
         if fleet is not None:
             await fleet.run()
         elif level.rate is not None:
-            offsets = schedule.arrivals(cfg.arrival, level.rate, cfg.seed + level.index)
+            offsets = schedule.level_arrivals(cfg, level)
             await schedule.open_loop(runner.one, indices, offsets, level.concurrency, runner.stop, deadline)
         else:
             await schedule.closed_loop(runner.one, indices, level.concurrency or 1, runner.stop, deadline)
@@ -177,9 +174,8 @@ async def run_level(ctx: RunContext, level: LevelSpec, previous: dict[str, Any] 
 def workers_for(ctx: RunContext, level: LevelSpec) -> int:
     """How many processes send this level: the configured number, or for `auto` enough for the level's
     expected chunk rate (`sharing.auto_workers`). 1: this process, as without --workers."""
-    workers = parse_workers(ctx.cfg.workers)
-    if workers != "auto":
-        return int(workers)
+    if ctx.cfg.workers != "auto":  # validated when the run started
+        return int(ctx.cfg.workers)
     rate = sharing.expected_chunk_rate(level, ctx.cfg.output_len, ctx.itl_s)
     return sharing.auto_workers(rate, sharing.free_cores())
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from firstlight.benchmark.config import BenchConfig, LevelSpec
 
 Send = Callable[[int, float], Awaitable[None]]  # (prompt index, scheduled time on the perf_counter clock)
 
@@ -36,6 +40,13 @@ def constant(rate: float) -> Iterator[float]:
 
 def arrivals(kind: str, rate: float, seed: int) -> Iterator[float]:
     return poisson(rate, seed) if kind == "poisson" else constant(rate)
+
+
+def level_arrivals(cfg: BenchConfig, level: LevelSpec) -> Iterator[float]:
+    """An open-loop level's schedule, seeded by the run's seed and the level's index: the same whether one
+    process sends it or it is dealt to worker processes."""
+    assert level.rate is not None
+    return arrivals(cfg.arrival, level.rate, cfg.seed + level.index)
 
 
 async def closed_loop(

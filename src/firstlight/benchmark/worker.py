@@ -141,9 +141,7 @@ class Sender:
         try:
             await self.pool.send(rec, self.job.bodies[index], self.job.timeout)
         except asyncio.CancelledError:
-            rec.error_kind, rec.error = "cancelled", "the run was interrupted before this request finished"
-            rec.done = time.perf_counter()
-            self._report(rec)
+            self._report(rec)  # marked cancelled by the pool
             raise
         self._report(rec)
         if self.failures.see(rec) is not None:

@@ -49,7 +49,12 @@ def _client(client: dict[str, Any] | None) -> str:
     flag = " LIMITED" if client.get("client_limited") else ""
     n = len(client.get("workers") or ())
     workers = f" {n} worker{'s' if n > 1 else ''}" if n else ""  # lag and cpu: the worst worker's
-    return f"lag {client['loop_lag_p99_ms']:.1f}ms cpu {client['cpu_pct']:.0f}%{workers}{flag}"
+    return f"{_load(client)}{workers}{flag}"
+
+
+def _load(health: dict[str, Any]) -> str:
+    """A client's event-loop lag (p99) and CPU, as the tables show them."""
+    return f"lag {health['loop_lag_p99_ms']:.1f}ms cpu {health['cpu_pct']:.0f}%"
 
 
 def worker_lines(run: dict[str, Any]) -> list[str]:
@@ -68,7 +73,7 @@ def _worker(w: dict[str, Any]) -> str:
     if "cpu_pct" not in w:
         return f"#{w['worker']} stopped before the start"
     flag = " LIMITED" if w["client_limited"] else ""
-    return f"#{w['worker']} {w['requests']} req, lag {w['loop_lag_p99_ms']:.1f}ms cpu {w['cpu_pct']:.0f}%{flag}"
+    return f"#{w['worker']} {w['requests']} req, {_load(w)}{flag}"
 
 
 def level_row(lv: dict[str, Any]) -> list[str]:
