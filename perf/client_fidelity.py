@@ -3,12 +3,16 @@ whose timing is known, in the same run.
 
 Usage: python perf/client_fidelity.py [--levels 1,64,256,1024] [--big 4096] [--no-vllm]
                                      [--server c|python] [--server-procs N] [--server-cpus LIST]
-                                     [--server-cores 0] [--client-cores 1] [--workers N]
+                                     [--server-cores 0] [--client-cores 1] [--workers N|auto]
 
 The server whose timing is known (TTFT 50 ms, one token every 10 ms, 128 tokens) is the C truth server
 (perf/truthserver, in --server-procs processes sharing the port, process i pinned to the i-th core of
 --server-cpus when given; about 100k chunks/s a core with lateness p99 under 1 ms, perf/README.md) or, with
---server python, the reference server (firstlight.testing.refserver, one Python process). The server runs on the
+--server python, the reference server (firstlight.testing.refserver, one Python process). The TTFT a client
+is held to is the C server's `ttft_from_receipt_ms`: first chunk written - the kernel's receipt of the request,
+what a perfect client would measure, including the time a burst of requests waits for the server to read it
+(`ingest_ms`, the server's own and printed beside it); refserver has no receipts, so there it is its TTFT
+from its read. The server runs on the
 --server-cores and each client on the --client-cores (taskset; on this 2-core machine core 0 and core 1;
 on a 16-core machine e.g. --server-cores 0-3 --client-cores 4-15). For every level the server's own record
 of when it wrote each event is the truth; printed per tool: TTFT p50/p99, ITL p50/p99 and TPOT p50 against
@@ -84,7 +88,7 @@ def run_firstlight(port: int, c: int, tmp: Path, args: argparse.Namespace) -> di
             "--input-len",
             "32",
             "--warmup",
-            "0",
+            "8" if args.workers == "auto" else "0",  # auto sizes the workers from the warm-up's ITL
             "--json",
             str(out),
             "--store",
@@ -163,10 +167,11 @@ def run_vllm(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | N
 
 
 def client_own_error(port: int, c: int) -> dict[str, float]:
-    """The same client code, in this process, reading the server's X-Arrival header (when it read each
-    request, on the shared monotonic clock): splits firstlight's TTFT into the time the request waited
-    to be read by the server, and the rest, whose difference from the server's own TTFT is the client's
-    error. With the Python reference server, at high concurrency its intake, not the client, adds delay."""
+    """The same client code, in this process, reading the server's X-Arrival and X-Received headers (when it
+    read each request, and when the kernel received it, on the shared monotonic clock): splits firstlight's
+    TTFT into the time from its send stamp to the kernel's receipt (the client's own: its write), to the
+    server's read (plus the server's ingest), and the rest, whose difference from the server's own TTFT is the
+    client's delay in reading the first token."""
     import asyncio
 
     import numpy as np
@@ -177,10 +182,11 @@ def client_own_error(port: int, c: int) -> dict[str, float]:
     from firstlight.records import RequestRecord
 
     arrivals: dict[int, float] = {}
+    receipts: dict[int, float] = {}
 
     def on_header(self: StreamConnection, name: bytes, value: bytes) -> None:
-        if name.lower() == b"x-arrival" and self._record is not None:
-            arrivals[id(self._record)] = float(value)
+        if self._record is not None and name.lower() in (b"x-arrival", b"x-received"):
+            (arrivals if name.lower() == b"x-arrival" else receipts)[id(self._record)] = float(value)
 
     StreamConnection.on_header = on_header  # type: ignore[attr-defined]
     body = endpoint.encode(endpoint.request_body("completions", "ref", "hi " * 30, TOKENS))  # as `bench` sends
@@ -203,11 +209,19 @@ def client_own_error(port: int, c: int) -> dict[str, float]:
     del StreamConnection.on_header  # type: ignore[attr-defined]
     intake = np.array([arrivals[id(r)] - r.sent for r in recs if id(r) in arrivals]) * 1000
     rest = np.array([r.chunks[0] - arrivals[id(r)] for r in recs if id(r) in arrivals and r.chunks]) * 1000
+    sending = np.array([receipts[id(r)] - r.sent for r in recs if id(r) in receipts]) * 1000
     return {
+        "sending_p50": float(np.median(sending)) if sending.size else None,
         "intake_p50": float(np.median(intake)),
         "rest_p50": float(np.median(rest)),
         "rest_p99": float(np.percentile(rest, 99)),
     }
+
+
+def client_view(t: dict) -> dict:
+    """The TTFT a perfect client would measure: from the kernel's receipt of each request (the C server),
+    else the server's TTFT from its read (refserver)."""
+    return t.get("ttft_from_receipt_ms") or t["ttft_ms"]
 
 
 def lateness(late: dict) -> str:
@@ -216,9 +230,10 @@ def lateness(late: dict) -> str:
 
 
 def line(name: str, got: dict, t: dict, ideal: float) -> str:
+    ttft = client_view(t)
     return (
-        f"  {name:<18} TTFT p50 {got['ttft']['p50']:8.2f} ({got['ttft']['p50'] - t['ttft_ms']['p50']:+7.2f})  "
-        f"p99 {got['ttft']['p99']:8.2f} ({got['ttft']['p99'] - t['ttft_ms']['p99']:+7.2f})  "
+        f"  {name:<18} TTFT p50 {got['ttft']['p50']:8.2f} ({got['ttft']['p50'] - ttft['p50']:+7.2f})  "
+        f"p99 {got['ttft']['p99']:8.2f} ({got['ttft']['p99'] - ttft['p99']:+7.2f})  "
         f"ITL p50 {got['itl']['p50']:6.2f} ({got['itl']['p50'] - t['itl_ms']['p50']:+6.2f})  "
         f"p99 {got['itl']['p99']:6.2f} ({got['itl']['p99'] - t['itl_ms']['p99']:+6.2f})  "
         f"TPOT p50 {got['tpot']['p50']:6.2f} ({got['tpot']['p50'] - t['tpot_ms']['p50']:+6.2f})  "
@@ -236,7 +251,7 @@ def main() -> None:
     parser.add_argument("--server-cpus", default=None, help="pin C server process i to the i-th core listed")
     parser.add_argument("--server-cores", default="0", help="taskset for the server ('' for none)")
     parser.add_argument("--client-cores", default="1", help="taskset for each client ('' for none)")
-    parser.add_argument("--workers", type=int, default=None, help="firstlight bench --workers N")
+    parser.add_argument("--workers", default=None, help="firstlight bench --workers N|auto")
     parser.add_argument("--no-split", action="store_true", help="skip the in-process split of firstlight's TTFT")
     args = parser.parse_args()
     plan = [(int(c), 10.0) for c in args.levels.split(",")] + ([(args.big, 40.0)] if args.big else [])
@@ -258,25 +273,38 @@ def main() -> None:
                     if got is None:
                         continue
                     results.append(line(name, got, t, ideal))
+                    ttft = client_view(t)
                     print(
-                        f"  truth              TTFT p50 {t['ttft_ms']['p50']:8.2f}  p99 {t['ttft_ms']['p99']:8.2f}  "
+                        f"  truth              TTFT p50 {ttft['p50']:8.2f}  p99 {ttft['p99']:8.2f}  "
                         f"ITL p50 {t['itl_ms']['p50']:6.2f}  p99 {t['itl_ms']['p99']:6.2f}  TPOT p50 "
                         f"{t['tpot_ms']['p50']:6.2f}  server lateness {lateness(t['lateness_ms'])}"
+                        + (
+                            f"; TTFT from its read p50 {t['ttft_ms']['p50']:.2f}, ingest p50 "
+                            f"{t['ingest_ms']['p50']:.2f} p99 {t['ingest_ms']['p99']:.2f} ms"
+                            if t.get("ingest_ms")
+                            else ""
+                        )
                     )
                     print(results[-1], flush=True)
                     if "client" in got:
                         workers = got["client"].get("workers") or []
+                        own_view = got["client"]
                         print(
-                            f"  firstlight's own view: loop lag p99 {got['client']['loop_lag_p99_ms']:.1f} ms, CPU "
-                            f"{got['client']['cpu_pct']:.0f}%, client_limited={got['client']['client_limited']}"
+                            f"  firstlight's own view: loop lag p99 {own_view['loop_lag_p99_ms']:.1f} ms, CPU "
+                            f"{own_view['cpu_pct']:.0f}%, GC pause max {own_view.get('gc_pause_max_ms', 0):.1f} ms, "
+                            f"client_limited={own_view['client_limited']}"
                             + (f", {len(workers)} worker processes" if workers else "")
                         )
                     if "client" in got and not args.no_split:
                         own = client_own_error(port, c)
                         t = truth(port)
+                        sending = own["sending_p50"]
+                        kernel = "" if sending is None else f"stamped → received by the kernel p50 {sending:.2f} ms; "
                         print(
-                            f"  split of firstlight's TTFT: waiting for the server to read the request p50 "
-                            f"{own['intake_p50']:.2f} ms; read → first token p50 {own['rest_p50']:.2f} "
+                            "  split of firstlight's TTFT: "
+                            + kernel
+                            + f"stamped → read by the server p50 {own['intake_p50']:.2f} ms; "
+                            f"read → first token p50 {own['rest_p50']:.2f} "
                             f"({own['rest_p50'] - t['ttft_ms']['p50']:+.2f} vs the server's TTFT), "
                             f"p99 {own['rest_p99']:.2f} ({own['rest_p99'] - t['ttft_ms']['p99']:+.2f})"
                         )

@@ -15,7 +15,12 @@
  * due, and a timerfd set to it (absolute, no timer slack) wakes the loop.
  *
  * Truth. The time of every chunk's write (CLOCK_MONOTONIC, read just before writev) gives TTFT, the gaps
- * between chunks, TPOT and lateness (write time - due time). Each process appends them to its own rings in
+ * between chunks, TPOT and lateness (write time - due time). A request's receipt, when the kernel received its
+ * last bytes (SO_TIMESTAMPING's software receive stamp, moved from CLOCK_REALTIME to CLOCK_MONOTONIC), gives
+ * what a perfect client would measure: first write - receipt (ttft_from_receipt_ms), which also counts the
+ * time the request waited in the socket before this loop read it (ingest_ms = read - receipt). A client's
+ * error is its TTFT against the first; the ingest is the server's own, a burst of new requests waits behind the
+ * chunks that are due (on loopback the receipt is the client's send, give or take microseconds). Each process appends them to its own rings in
  * one mapping shared by all processes (made before fork). GET /truth, answered by whichever process gets it,
  * takes everything every process recorded since the previous call and returns refserver's JSON, plus
  * lateness max, the number of processes, samples dropped (a ring full) and chunks the socket could not take
@@ -31,6 +36,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <linux/net_tstamp.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
@@ -136,8 +142,9 @@ static void putf(buf_t *b, const char *fmt, ...) {
 
 /* ---- the truth, shared by every process ---- */
 
-enum { TTFT, GAP, TPOT, LATE, KINDS };
-static const char *const KIND_KEY[KINDS] = {"ttft_ms", "itl_ms", "tpot_ms", "lateness_ms"};
+enum { TTFT, GAP, TPOT, LATE, TTFT_RECEIPT, INGEST, KINDS };
+static const char *const KIND_KEY[KINDS] = {"ttft_ms",     "itl_ms", "tpot_ms", "lateness_ms", "ttft_from_receipt_ms",
+                                            "ingest_ms"};
 enum { REQUESTS, TOKENS, DROPPED, QUEUED, COUNTERS };
 
 /* One writer (the owning process) and one reader (a /truth call, under the lock): `written` and `taken` only
@@ -263,7 +270,7 @@ static void truth_report(buf_t *b) {
 /* ---- connections and the schedule ---- */
 
 typedef struct {
-    int64_t arrival, first_write, last_write;
+    int64_t arrival, received, first_write, last_write; /* received: the kernel's receipt (or arrival) */
     uint32_t n, sent, prompt_tokens;
     bool chat, usage, continuous, head_pending;
 } stream_t;
@@ -273,6 +280,7 @@ typedef struct {
     buf_t out; /* bytes the socket did not take yet, from out_off on */
     size_t out_off;
     stream_t s;
+    int64_t received; /* when the kernel received the bytes of the last read (CLOCK_MONOTONIC), else 0 */
     uint32_t gen; /* bumped when a stream ends or the connection closes: voids what the queues hold for it */
     bool open, streaming;
 } conn_t;
@@ -474,8 +482,8 @@ static void write_chunk(int fd, int64_t due) {
            on this machine shares: client_fidelity splits a client's TTFT with it. */
         int head_len = snprintf(head, sizeof head,
                                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                                "Connection: keep-alive\r\nX-Arrival: %.6f\r\n\r\n",
-                                (double)s->arrival / 1e9);
+                                "Connection: keep-alive\r\nX-Arrival: %.6f\r\nX-Received: %.6f\r\n\r\n",
+                                (double)s->arrival / 1e9, (double)s->received / 1e9);
         iov[n++] = (struct iovec){head, (size_t)head_len};
         s->head_pending = false;
     }
@@ -492,6 +500,7 @@ static void write_chunk(int fd, int64_t due) {
     if (first) {
         s->first_write = t;
         sample(TTFT, (double)(t - s->arrival));
+        sample(TTFT_RECEIPT, (double)(t - s->received));
     } else {
         sample(GAP, (double)(t - s->last_write));
     }
@@ -685,6 +694,7 @@ static void answer_whole(int fd, const stream_t *s) {
 }
 
 static void start_stream(int fd, bool chat, const char *body, size_t len, int64_t arrival) {
+    conn_t *c = &conns[fd];
     request_t r = {0};
     const char *end = body + len, *p = json_object(skip_ws(body, end), end, 0, visit_request, &r);
     if (!p || skip_ws(p, end) != end) {
@@ -696,9 +706,9 @@ static void start_stream(int fd, bool chat, const char *body, size_t len, int64_
         RESPOND(fd, "400 Bad Request", "{\"error\":\"max_tokens too large\"}");
         return;
     }
-    conn_t *c = &conns[fd];
     c->s = (stream_t){
         .arrival = arrival,
+        .received = c->received && c->received < arrival ? c->received : arrival,
         .n = n < 1 ? 1 : (uint32_t)n,
         .prompt_tokens = r.prompt_bytes / 4 > 1 ? (uint32_t)(r.prompt_bytes / 4) : 1, /* crude, as refserver */
         .chat = chat,
@@ -711,6 +721,7 @@ static void start_stream(int fd, bool chat, const char *body, size_t len, int64_
         return;
     }
     c->streaming = true;
+    sample(INGEST, (double)(arrival - c->s.received));
     fifo_push(&firsts, (due_t){arrival + ttft_ns, fd, c->gen});
 }
 
@@ -780,10 +791,30 @@ static void handle_input(int fd, int64_t arrival) {
     }
 }
 
+/* The kernel's receive stamp of the bytes a recvmsg returned (for TCP, of the last segment it copied), moved
+   from CLOCK_REALTIME to CLOCK_MONOTONIC at `now`; 0 when the message carries none. */
+static int64_t receipt(struct msghdr *m, int64_t now) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_TIMESTAMPING)
+            continue;
+        struct timespec stamp[3], real;
+        memcpy(stamp, CMSG_DATA(cm), sizeof stamp);
+        if (!stamp[0].tv_sec)
+            return 0;
+        clock_gettime(CLOCK_REALTIME, &real);
+        int64_t real_ns = (int64_t)real.tv_sec * 1000000000 + real.tv_nsec;
+        return now - (real_ns - ((int64_t)stamp[0].tv_sec * 1000000000 + stamp[0].tv_nsec));
+    }
+    return 0;
+}
+
 static void on_readable(int fd) {
     conn_t *c = &conns[fd];
     reserve(&c->in, 4096);
-    ssize_t n = read(fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+    struct iovec iov = {c->in.p + c->in.len, c->in.cap - c->in.len};
+    char control[CMSG_SPACE(sizeof(struct timespec) * 3)];
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    ssize_t n = recvmsg(fd, &m, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         close_conn(fd);
         return;
@@ -791,7 +822,9 @@ static void on_readable(int fd) {
     if (n < 0)
         return;
     c->in.len += (size_t)n;
-    handle_input(fd, now_ns());
+    int64_t now = now_ns();
+    c->received = receipt(&m, now);
+    handle_input(fd, now);
 }
 
 static void accept_all(int lfd) {
@@ -861,6 +894,11 @@ static void serve(int lfd) {
 
 static int listen_socket(const struct addrinfo *ai) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+    /* receipts from the first byte of a connection: the kernel stamps what arrives before accept only when
+       stamping is on already, and accepted sockets inherit the listener's setting */
+    int stamps = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &stamps, sizeof stamps);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
         listen(fd, 4096) < 0)

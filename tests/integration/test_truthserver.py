@@ -44,6 +44,11 @@ def test_bench_matches_the_truth_of_two_server_processes(tmp_path: Path) -> None
     # the server kept its schedule, and bench measured what it did
     assert abs(truth["ttft_ms"]["p50"] - TTFT_MS) < 2 and abs(truth["tpot_ms"]["p50"] - ITL_MS) < 0.2
     assert abs(lv["ttft_ms"]["p50"] - truth["ttft_ms"]["p50"]) < 3
+    # the kernel's receipt of each request: what a perfect client would see is the server's TTFT plus the
+    # time the request waited to be read, never less, and not much more at this load
+    receipt, ingest = truth["ttft_from_receipt_ms"], truth["ingest_ms"]
+    assert receipt["n"] == ingest["n"] == truth["requests"] and ingest["p50"] >= 0
+    assert truth["ttft_ms"]["p50"] <= receipt["p50"] < truth["ttft_ms"]["p50"] + 2
     assert abs(lv["tpot_ms"]["p50"] - truth["tpot_ms"]["p50"]) < 0.5
     # /truth reports what happened since the last call
     assert again["requests"] == again["tokens"] == 0 and again["ttft_ms"] is None
