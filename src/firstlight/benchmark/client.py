@@ -2,9 +2,10 @@
 
 Why this low: a benchmark client must measure the server, not itself. At hundreds of streams a
 general-purpose client spends its time in its own machinery (vllm bench serve on aiohttp reports
-TTFT +34 ms at C=256 on this kind of machine, reference/bench-anchors.md). Here each read takes one
-timestamp, the HTTP framing is parsed in C (httptools, uvicorn's parser), and SSE events are
-classified by byte patterns; only the final usage numbers are extracted.
+TTFT +34 ms at C=256 on this kind of machine, reference/bench-anchors.md). Here each read carries one
+timestamp, the kernel's receive time where it gives one (`stamped`), the HTTP framing is parsed in C
+(httptools, uvicorn's parser), and SSE events are classified by byte patterns; only the final usage numbers
+are extracted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from firstlight.benchmark import stamped
 from firstlight.records import RequestRecord
 
 _INT = re.compile(rb"\s*(\d+)")
@@ -84,7 +86,11 @@ class StreamConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self._now = _clock()
+        self.received(data, _clock())
+
+    def received(self, data: bytes, at: float) -> None:
+        """One read and its time: when the kernel received it (`stamped`), else when the read returned."""
+        self._now = at
         self._got_bytes = True
         try:
             self._parser.feed_data(data)
@@ -320,7 +326,7 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         self._opening += 1
         try:
-            _, proto = await loop.create_connection(lambda: StreamConnection(loop), self.target.host, self.target.port)
+            _, proto = await stamped.open_connection(self.target.host, self.target.port, lambda: StreamConnection(loop))
         finally:
             self._opening -= 1
         self._open.append(proto)
