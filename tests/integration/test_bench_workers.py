@@ -15,6 +15,7 @@ import httpx
 import psutil
 import pytest
 
+from firstlight.benchmark import fleet
 from firstlight.records import RequestRecord
 from firstlight.store import Store
 from firstlight.testing import refserver
@@ -151,6 +152,36 @@ def test_a_killed_worker_ends_the_level_keeping_what_finished_and_resume_complet
         (level,) = [lv for lv in Store(store).levels(run["id"]) if lv["idx"] == 0]
         assert level["state"] == "complete" and level["summary"]["completed"] == 16
         assert len(level["client"]["workers"]) == 2  # --workers 2 came back from the stored configuration
+    finally:
+        server.kill()
+
+
+def test_a_stopped_worker_is_killed_and_the_level_ends_keeping_what_finished(tmp_path: Path) -> None:
+    port = free_port()
+    url, store = f"http://127.0.0.1:{port}", tmp_path / "s.db"
+    server = refserver.start_process(port, 20.0, 60.0)  # 12 tokens: 680 ms a request, 4 in step
+    try:
+        bench = subprocess.Popen(
+            [sys.executable, "-m", "firstlight", *bench_args(url, "--concurrency", "4", "--num-requests", "16"),
+             "--output-len", "12", "--warmup", "0", "--workers", "2", "--store", str(store)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        victim, _ = worker_processes(psutil.Process(bench.pid), 2)
+        wait_for_stored(store, 4)
+        victim.send_signal(signal.SIGSTOP)  # alive, silent: without a watchdog the level would wait forever
+        started = time.monotonic()
+        out, err = bench.communicate(timeout=60)
+        assert bench.returncode == 1, out + err
+        assert "worker process 0" in err and "stopped answering" in err and "Traceback" not in err
+        assert time.monotonic() - started < fleet.SILENCE_S + 10
+        run = Store(store).latest_run()
+        assert run is not None and run["state"] == "incomplete"
+        (level,) = [lv for lv in Store(store).levels(run["id"]) if lv["idx"] == 0]
+        kept = level_records(store, run["id"])
+        assert level["state"] == "incomplete" and 4 <= len(kept) < 16 and all(r.ok for r in kept)
+        assert len({r.index for r in kept}) == len(kept)
+        died = [w for w in level["client"]["workers"] if "died" in w]
+        assert [(w["worker"], w["died"]) for w in died] == [(0, "stopped answering, then killed by SIGKILL")]
     finally:
         server.kill()
 

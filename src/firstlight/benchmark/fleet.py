@@ -4,8 +4,9 @@ finished request goes through the level's runner (the live counts, the rules tha
 record writer) exactly as one sent in this process does, so the store holds one merged stream.
 
 Nothing a worker finished is lost: its records wait in the pipe until read, even after it dies. A worker
-that dies ends the level early (the others are told to stop and finish what they have in flight); Ctrl-C
-cancels every worker's requests in flight and drains what they finished before it propagates.
+that dies ends the level early (the others are told to stop and finish what they have in flight), and so
+does one that stops answering (stopped with SIGSTOP, or hung: no heartbeat for SILENCE_S), which is killed;
+Ctrl-C cancels every worker's requests in flight and drains what they finished before it propagates.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start: tim
 READY_TIMEOUT_S = 120.0  # a worker that has not started by then will not
 DRAIN_TIMEOUT_S = 10.0  # after "cancel": the workers' cancelled requests come back within milliseconds
 JOIN_TIMEOUT_S = 5.0
+SILENCE_S = 10 * worker.HEARTBEAT_S  # nothing from a worker for this long while the level runs: it is stopped
 PREWARM_MAX = 4096
 
 
@@ -50,6 +52,8 @@ class Member:
     said_end: bool = False  # it finished normally (an "end" message)
     health: dict[str, Any] | None = None
     records: int = 0
+    heard: float = field(default_factory=time.monotonic)  # its last message
+    silenced: bool = False  # killed for not answering
 
 
 @dataclass
@@ -86,10 +90,10 @@ class Fleet:
                 start = time.perf_counter() + START_MARGIN_S
                 self.runner.state.started = start
                 self._tell_all(("go", start))
-            await self._until(lambda: self.runner.stop.is_set() or self._all_ended(), None)
+            await self._watching(lambda: self.runner.stop.is_set() or self._all_ended())
             if not self._all_ended():
                 self._tell_all(("stop",))  # a dead server, a dead worker: finish what is in flight
-                await self._until(self._all_ended, None)
+                await self._watching(self._all_ended)
         except asyncio.CancelledError:
             await self._interrupt()
             raise
@@ -104,7 +108,8 @@ class Fleet:
                 out.append(m.health)
             else:  # stopped before the start, or died
                 entry = {"worker": m.job.worker, "pid": m.process.pid, "streams": m.job.streams, "requests": m.records}
-                out.append({**entry, "started": False} if m.said_end else {**entry, "died": _exit(m.process)})
+                how = f"stopped answering, then {_exit(m.process)}" if m.silenced else _exit(m.process)
+                out.append({**entry, "started": False} if m.said_end else {**entry, "died": how})
         return out
 
     def _start(self) -> None:
@@ -134,7 +139,26 @@ class Fleet:
             except asyncio.TimeoutError:  # not the builtin TimeoutError before 3.11
                 return
 
+    async def _watching(self, done: Callable[[], bool]) -> None:
+        """`_until(done)`, killing any worker that has gone silent: the level cannot wait on one that will
+        never answer, and what it sent before is kept."""
+        while not done():
+            await self._until(done, worker.HEARTBEAT_S)
+            now = time.monotonic()
+            for m in self.members:
+                if not (m.ended or m.said_end or m.silenced) and now - m.heard > SILENCE_S:
+                    self._silence(m, now - m.heard)
+
+    def _silence(self, m: Member, quiet_s: float) -> None:
+        m.silenced = True
+        self.runner.abort(
+            f"worker process {m.job.worker} (pid {m.process.pid}) stopped answering (nothing from it for "
+            f"{quiet_s:.0f} s): killed"
+        )
+        m.process.kill()  # a stopped process dies too; its pipe then closes (`_ended`)
+
     def _take(self, m: Member, message: Message) -> None:
+        m.heard = time.monotonic()
         kind = message[0]
         if kind == "record":
             m.records += 1

@@ -8,6 +8,7 @@ One socket pair to the parent carries small messages (`wire`):
                       ("stop",)       send nothing more; let the requests in flight finish
                       ("cancel",)     cancel the requests in flight too (Ctrl-C); the parent gone: alike
     worker → parent   ("ready", n)    n connections opened ahead of the level
+                      ("beat",)       every HEARTBEAT_S, from the start to the end: still here
                       ("record", r)   one finished request (`wire.pack`)
                       ("end", h)      last: the worker's health over the level (None if it never began)
 
@@ -35,6 +36,7 @@ from firstlight.benchmark.wire import Channel, Message, open_channel, pack
 from firstlight.records import RequestRecord
 
 SETTLE_S = 0.2  # after opening connections: connected is not yet accepted by the server
+HEARTBEAT_S = 0.5  # the parent takes a worker silent for many of these as stopped (fleet.SILENCE_S)
 FLUSH_TIMEOUT_S = 30.0  # at the end, for the parent to take what is still queued for it
 
 
@@ -92,6 +94,7 @@ class Parent:
 async def _work(job: WorkerJob, sock: socket.socket) -> None:
     parent = Parent()
     parent.channel = await open_channel(sock, parent.obey, parent.gone)
+    beats = asyncio.create_task(_beat(parent))
     pool = ConnectionPool(job.target)
     health: dict[str, Any] | None = None
     try:
@@ -104,8 +107,15 @@ async def _work(job: WorkerJob, sock: socket.socket) -> None:
             health = await _level(job, parent, pool, start)
     finally:
         pool.close()
+        beats.cancel()
     parent.tell(("end", health))
     await parent.channel.close(FLUSH_TIMEOUT_S)
+
+
+async def _beat(parent: Parent) -> None:
+    while True:
+        parent.tell(("beat",))
+        await asyncio.sleep(HEARTBEAT_S)
 
 
 async def _level(job: WorkerJob, parent: Parent, pool: ConnectionPool, start: float) -> dict[str, Any]:
