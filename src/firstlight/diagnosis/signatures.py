@@ -91,7 +91,8 @@ TRIGGER = re.compile(
     r"does not|is not|didn't|no available|unrecognized|driver|larger than|smaller than|restricted|gated|offline|"
     r"magic|not available|watchdog|ordinal|symbol|no kernel|signal|SIGILL|maximum model length|placement group|"
     r"used by a process|wrong|only found|is supported by|CUDA initialization|impossible|crashed|mpiSize|\bORTE\b|"
-    r"panicked|\[type=\w+, input_value=|UVA is not|real length|d == a \+ length|Each process is one gpu|does not support \.target"
+    r"panicked|\[type=\w+, input_value=|UVA is not|real length|d == a \+ length|Each process is one gpu|"
+    r"does not support \.target"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
