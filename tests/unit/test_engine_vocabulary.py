@@ -4,7 +4,12 @@ from it, and the category its source implies), each diagnosed alone. Collected f
 sdists of vLLM 0.4.3 to 0.33.0 (21 releases), SGLang 0.2.15 to 0.5.23 (14), transformers 4.36.2 to 5.24.0
 (8) and the llama.cpp tree vendored in six llama-cpp-python releases (2024-08 to 2026-10); TGI, NCCL,
 huggingface_hub, safetensors, FlashInfer and compressed-tensors from their git history; TensorRT-LLM and
-PyTorch from a code index (their version ranges are approximate).
+PyTorch from a code index (their version ranges are approximate). A second reading (2026-11-30) added Triton
+(core, python_backend, tensorrtllm_backend v0.7-v0.19), more TensorRT-LLM (runtime, plugins, executor; a code
+index, approximate), TGI (main, 2026-01), ollama (v0.20 and main), vLLM 0.33.0 and SGLang 0.5.23; where its
+reader's category contradicted the README's definitions (a compute capability too low is
+`hardware_unsupported`, prefill-token memory is `insufficient_kv_cache`, a backend not installed is
+`import_dependency_error`) the README's is recorded. The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in
 `diagnosed_as`: `wrapper` (a line that only says something failed before it: `Scheduler hit an exception`,
