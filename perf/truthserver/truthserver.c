@@ -812,8 +812,11 @@ static void on_readable(int fd) {
     conn_t *c = &conns[fd];
     reserve(&c->in, 4096);
     struct iovec iov = {c->in.p + c->in.len, c->in.cap - c->in.len};
-    char control[CMSG_SPACE(sizeof(struct timespec) * 3)];
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+    union { /* aligned for the cmsghdr it holds */
+        char bytes[CMSG_SPACE(sizeof(struct timespec) * 3)];
+        struct cmsghdr align;
+    } control;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control};
     ssize_t n = recvmsg(fd, &m, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         close_conn(fd);

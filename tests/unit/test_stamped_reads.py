@@ -4,6 +4,8 @@ late is still timed when it arrived; end of stream, abort and a write larger tha
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import sys
 import time
 
@@ -120,3 +122,44 @@ def test_refused_connection_raises_and_leaks_nothing() -> None:
             await stamped.open_connection("127.0.0.1", port, Recorder)
 
     uvloop.run(go())
+
+
+def test_every_address_a_name_resolves_to_is_tried_in_turn() -> None:
+    # `localhost` is often ::1 first while the server listens on IPv4 only: the first address refusing must
+    # not fail the connection
+    async def go() -> bytes:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"hi")
+            await writer.drain()
+            writer.close()
+
+        server, port = await _serve(handler)
+        closed, closed_port = await _serve(lambda r, w: None)
+        closed.close()
+        await closed.wait_closed()
+        loop = asyncio.get_running_loop()
+        real_getaddrinfo = loop.getaddrinfo
+
+        async def two_addresses(host: str, port_: int, **kw: object) -> list:  # type: ignore[type-arg]
+            loop.getaddrinfo = real_getaddrinfo  # type: ignore[method-assign]  # sock_connect resolves again
+            tcp = (socket.AF_INET, socket.SOCK_STREAM, 6, "")
+            return [(*tcp, ("127.0.0.1", closed_port)), (*tcp, ("127.0.0.1", port))]
+
+        loop.getaddrinfo = two_addresses  # type: ignore[method-assign,assignment]
+        _, rec = await stamped.open_connection("somehost", port, Recorder)
+        while not rec.lost:
+            await asyncio.sleep(0.001)
+        server.close()
+        return b"".join(d for d, _ in rec.reads)
+
+    assert uvloop.run(go()) == b"hi"
+
+
+def test_a_stamp_that_cannot_be_true_is_not_trusted() -> None:
+    clock = stamped.KernelClock()
+    now = time.perf_counter()
+    real = time.time()
+    fresh = struct.pack("qq", int(real), int((real % 1) * 1e9)) + bytes(32)
+    assert abs(clock.to_perf(fresh, now) - now) < 0.01
+    stepped = struct.pack("qq", int(real) - 3600, 0) + bytes(32)  # an hour old: a realtime step, not a read
+    assert clock.to_perf(stepped, now) == now

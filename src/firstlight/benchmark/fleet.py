@@ -142,9 +142,16 @@ class Fleet:
     async def _watching(self, done: Callable[[], bool]) -> None:
         """`_until(done)`, killing any worker that has gone silent: the level cannot wait on one that will
         never answer, and what it sent before is kept."""
+        checked = time.monotonic()
         while not done():
             await self._until(done, worker.HEARTBEAT_S)
             now = time.monotonic()
+            if now - checked > SILENCE_S / 2:
+                # this process was not running either (the whole group stopped, Ctrl-Z then fg): the workers'
+                # beats since are not read yet, so their silence says nothing
+                for m in self.members:
+                    m.heard = now
+            checked = now
             for m in self.members:
                 if not (m.ended or m.said_end or m.silenced) and now - m.heard > SILENCE_S:
                     self._silence(m, now - m.heard)

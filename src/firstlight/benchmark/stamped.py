@@ -35,10 +35,12 @@ _realtime = time.time
 
 class KernelClock:
     """Moves the kernel's receive stamps (CLOCK_REALTIME) onto time.perf_counter's clock. The offset between
-    the two is read again every REFRESH_S: NTP slews the realtime clock by at most 0.05% (0.05 ms a
-    100 ms), and reading both clocks for every read would cost as much as the rest of the conversion."""
+    the two changes only when the realtime clock is stepped (NTP slews both alike), so it is read again every
+    REFRESH_S rather than for every read, which would cost as much as the rest of the conversion. A stamp
+    outside (now - PLAUSIBLE_S, now], as around a step, is not trusted: the read's own time is used."""
 
     REFRESH_S = 0.1
+    PLAUSIBLE_S = 10.0
 
     def __init__(self) -> None:
         self._offset = 0.0
@@ -49,7 +51,8 @@ class KernelClock:
             self._offset = _realtime() - _clock()
             self._until = now + self.REFRESH_S
         sec, nsec = _TIMESPEC.unpack_from(stamp)
-        return sec + nsec * 1e-9 - self._offset if sec else now
+        at = sec + nsec * 1e-9 - self._offset
+        return at if now - self.PLAUSIBLE_S < at <= now else now
 
 
 CLOCK = KernelClock()
@@ -84,8 +87,7 @@ class StampedTransport(asyncio.Transport):
         if not data:
             self._shut(None)
             return
-        at = CLOCK.to_perf(ancillary[0][2], now) if ancillary else now
-        self._protocol.received(data, min(at, now))
+        self._protocol.received(data, CLOCK.to_perf(ancillary[0][2], now) if ancillary else now)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
@@ -136,26 +138,38 @@ class StampedTransport(asyncio.Transport):
         if self._pending:
             self._loop.remove_writer(self._fd)
         self._sock.close()
-        self._loop.call_soon(self._protocol.connection_lost, exc)
+        self._loop.call_soon(self._lost, exc)
+
+    def _lost(self, exc: Exception | None) -> None:
+        protocol, self._protocol = self._protocol, None  # the protocol keeps the transport: no cycle is left
+        protocol.connection_lost(exc)
 
 
 async def open_connection(host: str, port: int, protocol_factory: Callable[[], Any]) -> tuple[StampedTransport, Any]:
-    """Connect without blocking the loop; the protocol gets `connection_made(transport)` before this returns."""
+    """Connect without blocking the loop, trying each address the host resolves to in turn (`localhost` is
+    often ::1 first, and a server may listen on IPv4 only), as loop.create_connection does; the protocol gets
+    `connection_made(transport)` before this returns. Raises the last address's OSError."""
     loop = asyncio.get_running_loop()
-    family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request leaves at once
-        stamped = _ask_for_stamps(sock)
-        await loop.sock_connect(sock, address)
-    except BaseException:
-        sock.close()
-        raise
-    protocol = protocol_factory()
-    transport = StampedTransport(loop, sock, protocol, stamped)
-    protocol.connection_made(transport)
-    return transport, protocol
+    failure: OSError | None = None
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request leaves at once
+            stamped = _ask_for_stamps(sock)
+            await loop.sock_connect(sock, address)
+            protocol = protocol_factory()
+            transport = StampedTransport(loop, sock, protocol, stamped)
+        except OSError as e:
+            sock.close()
+            failure = e
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        protocol.connection_made(transport)
+        return transport, protocol
+    raise failure or OSError(f"{host}:{port}: the name resolved to no address")
 
 
 def _ask_for_stamps(sock: socket.socket) -> bool:
