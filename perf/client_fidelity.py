@@ -1,7 +1,8 @@
-"""How close do benchmark clients come to the truth? firstlight bench and `vllm bench serve` against a server
-whose timing is known, in the same run.
+"""How close do benchmark clients come to the truth? firstlight bench, `vllm bench serve` and
+`sglang.bench_serving` against a server whose timing is known, in the same run (each peer where its environment
+has it: .venv-engine for vLLM, .venv-sglang with `datasets` for SGLang).
 
-Usage: python perf/client_fidelity.py [--levels 1,64,256,1024] [--big 4096] [--no-vllm]
+Usage: python perf/client_fidelity.py [--levels 1,64,256,1024] [--big 4096] [--no-vllm] [--no-sglang]
                                      [--server c|python] [--server-procs N] [--server-cpus LIST]
                                      [--server-cores 0] [--client-cores 1] [--workers N|auto]
 
@@ -42,6 +43,7 @@ from firstlight.testing import refserver
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / ".venv-engine" / "bin"
+SGLANG = ROOT / ".venv-sglang" / "bin" / "python"  # sglang.bench_serving also needs `datasets` there
 TOKENS = 128
 TTFT_MS = 50.0
 
@@ -157,7 +159,57 @@ def run_vllm(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | N
     if res.returncode != 0 or not out.exists():
         print(f"  vllm bench serve failed: {res.stderr.strip()[-300:]}")
         return None
-    d = json.loads(out.read_text())
+    return tool_result(json.loads(out.read_text()))
+
+
+def run_sglang(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | None:
+    if not SGLANG.exists():
+        return None
+    out = tmp / f"sglang-{c}.jsonl"
+    res = subprocess.run(
+        [
+            *pin(args.client_cores),
+            str(SGLANG),
+            "-m",
+            "sglang.bench_serving",
+            "--backend",
+            "sglang-oai",
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "ref",
+            "--tokenizer",
+            str(ROOT / "models" / "tiny-llama"),
+            "--dataset-name",
+            "random-ids",  # "random" samples ShareGPT from the hub
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            str(TOKENS),
+            "--random-range-ratio",
+            "1",
+            "--num-prompts",
+            str(requests_for(c)),
+            "--max-concurrency",
+            str(c),
+            "--warmup-requests",
+            "0",
+            "--output-file",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    if res.returncode != 0 or not out.exists():
+        print(f"  sglang.bench_serving failed: {res.stderr.strip()[-300:]}")
+        return None
+    return tool_result(json.loads(out.read_text().splitlines()[-1]))
+
+
+def tool_result(d: dict) -> dict:
+    """The summary both `vllm bench serve` and `sglang.bench_serving` write, in their shared key names."""
     return {
         "ttft": {"p50": d["median_ttft_ms"], "p99": d["p99_ttft_ms"]},
         "itl": {"p50": d["median_itl_ms"], "p99": d["p99_itl_ms"]},
@@ -246,6 +298,7 @@ def main() -> None:
     parser.add_argument("--levels", default="1,64,256,1024")
     parser.add_argument("--big", type=int, default=4096, help="a last level at 40 ms ITL (0 to skip)")
     parser.add_argument("--no-vllm", action="store_true")
+    parser.add_argument("--no-sglang", action="store_true")
     parser.add_argument("--server", choices=("c", "python"), default="c", help="the C truth server or refserver")
     parser.add_argument("--server-procs", type=int, default=1, help="C truth server processes")
     parser.add_argument("--server-cpus", default=None, help="pin C server process i to the i-th core listed")
@@ -264,8 +317,13 @@ def main() -> None:
                 ideal = c * TOKENS / ((TTFT_MS + (TOKENS - 1) * itl) / 1000)
                 print(f"C={c}, ITL {itl:g} ms, {requests_for(c)} requests (ideal {ideal:,.0f} tok/s)", flush=True)
                 results = []
-                for name, fn in (("firstlight bench", run_firstlight), ("vllm bench serve", run_vllm)):
-                    if name.startswith("vllm") and args.no_vllm:
+                tools = (
+                    ("firstlight bench", run_firstlight),
+                    ("vllm bench serve", run_vllm),
+                    ("sglang.bench_serving", run_sglang),
+                )
+                for name, fn in tools:
+                    if (name.startswith("vllm") and args.no_vllm) or (name.startswith("sglang") and args.no_sglang):
                         continue
                     truth(port)  # reset
                     got = fn(port, c, tmp, args)
