@@ -100,7 +100,8 @@ TRIGGER = re.compile(
     r"model path|Could not determine|No local weights|Cannot parse|Repacking|Cannot load|Quantize is set|"
     r"quantization was not|Sharding is|deprecated and will|memory for weights|gpusPerNode|parallelism mismatch|"
     r"out of bounds|File does not exist|pre SM|minimum supported|FMHA|backend library|TritonModelException|"
-    r"no longer support|Must be|shared memory|backend API|NotEnoughMemory|Only 1 can be|version mismatch"
+    r"no longer support|Must be|shared memory|backend API|NotEnoughMemory|Only 1 can be|version mismatch|"
+    r"does not exist"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
