@@ -92,31 +92,26 @@ class StampedTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
-        if self._pending:
-            self._pending += bytes(data)
-            return
-        try:
-            sent = self._sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError as e:
-            self._shut(e)
-            return
-        if sent < len(data):
-            self._pending = bytes(data[sent:])
+        idle = not self._pending
+        self._pending += data
+        if idle and not self._flush() and not self._closing:
             self._loop.add_writer(self._fd, self._on_writable)
 
     def _on_writable(self) -> None:
+        if self._flush():
+            self._loop.remove_writer(self._fd)
+
+    def _flush(self) -> bool:
+        """Send what is pending; True once all of it has gone (a send that fails shuts the transport)."""
         try:
             sent = self._sock.send(self._pending)
         except (BlockingIOError, InterruptedError):
-            return
+            return False
         except OSError as e:
             self._shut(e)
-            return
+            return False
         self._pending = self._pending[sent:]
-        if not self._pending:
-            self._loop.remove_writer(self._fd)
+        return not self._pending
 
     def is_closing(self) -> bool:
         return self._closing
