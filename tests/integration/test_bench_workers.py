@@ -3,6 +3,7 @@ process; a worker killed mid-level and Ctrl-C keep every finished request, and -
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -116,10 +117,13 @@ def wait_for_stored(store: Path, n: int, timeout: float = 20) -> None:
     pytest.fail(f"{n} requests were not stored")
 
 
-def test_a_killed_worker_ends_the_level_keeping_what_finished_and_resume_completes_it(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def two_workers_mid_level(store: Path) -> Iterator[tuple[str, subprocess.Popen[str], psutil.Process]]:
+    """A bench of 16 requests, 4 at a time, on 2 workers, against a slow server (12 tokens: 680 ms a request, 4
+    in step), once its first round is stored: the server's URL, the bench process and one of its workers."""
     port = free_port()
-    url, store = f"http://127.0.0.1:{port}", tmp_path / "s.db"
-    server = refserver.start_process(port, 20.0, 60.0)  # 12 tokens: 680 ms a request, 4 in step
+    url = f"http://127.0.0.1:{port}"
+    server = refserver.start_process(port, 20.0, 60.0)
     try:
         bench = subprocess.Popen(
             [sys.executable, "-m", "firstlight", *bench_args(url, "--concurrency", "4", "--num-requests", "16"),
@@ -127,8 +131,16 @@ def test_a_killed_worker_ends_the_level_keeping_what_finished_and_resume_complet
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         victim, _ = worker_processes(psutil.Process(bench.pid), 2)
-        wait_for_stored(store, 4)  # the first round is in
-        time.sleep(0.3)  # half-way through the second: no request is about to end
+        wait_for_stored(store, 4)
+        yield url, bench, victim
+    finally:
+        server.kill()
+
+
+def test_a_killed_worker_ends_the_level_keeping_what_finished_and_resume_completes_it(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    with two_workers_mid_level(store) as (url, bench, victim):
+        time.sleep(0.3)  # half-way through the second round: no request is about to end
         victim.send_signal(signal.SIGKILL)
         out, err = bench.communicate(timeout=30)
         assert bench.returncode == 1, out + err
@@ -152,22 +164,11 @@ def test_a_killed_worker_ends_the_level_keeping_what_finished_and_resume_complet
         (level,) = [lv for lv in Store(store).levels(run["id"]) if lv["idx"] == 0]
         assert level["state"] == "complete" and level["summary"]["completed"] == 16
         assert len(level["client"]["workers"]) == 2  # --workers 2 came back from the stored configuration
-    finally:
-        server.kill()
 
 
 def test_a_stopped_worker_is_killed_and_the_level_ends_keeping_what_finished(tmp_path: Path) -> None:
-    port = free_port()
-    url, store = f"http://127.0.0.1:{port}", tmp_path / "s.db"
-    server = refserver.start_process(port, 20.0, 60.0)  # 12 tokens: 680 ms a request, 4 in step
-    try:
-        bench = subprocess.Popen(
-            [sys.executable, "-m", "firstlight", *bench_args(url, "--concurrency", "4", "--num-requests", "16"),
-             "--output-len", "12", "--warmup", "0", "--workers", "2", "--store", str(store)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        victim, _ = worker_processes(psutil.Process(bench.pid), 2)
-        wait_for_stored(store, 4)
+    store = tmp_path / "s.db"
+    with two_workers_mid_level(store) as (_, bench, victim):
         victim.send_signal(signal.SIGSTOP)  # alive, silent: without a watchdog the level would wait forever
         started = time.monotonic()
         out, err = bench.communicate(timeout=60)
@@ -182,8 +183,6 @@ def test_a_stopped_worker_is_killed_and_the_level_ends_keeping_what_finished(tmp
         assert len({r.index for r in kept}) == len(kept)
         died = [w for w in level["client"]["workers"] if "died" in w]
         assert [(w["worker"], w["died"]) for w in died] == [(0, "stopped answering, then killed by SIGKILL")]
-    finally:
-        server.kill()
 
 
 def test_ctrl_c_stops_the_workers_and_keeps_every_finished_request(ref: str, tmp_path: Path) -> None:
