@@ -115,7 +115,8 @@ def run_vllm(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | N
     if not vllm.exists():
         return None
     out = tmp / f"vllm-{c}.json"
-    res = subprocess.run(
+    return run_peer(
+        "vllm bench serve",
         [
             *pin(args.client_cores),
             str(vllm),
@@ -152,21 +153,16 @@ def run_vllm(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | N
             "--result-filename",
             out.name,
         ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        out,
     )
-    if res.returncode != 0 or not out.exists():
-        print(f"  vllm bench serve failed: {res.stderr.strip()[-300:]}")
-        return None
-    return tool_result(json.loads(out.read_text()))
 
 
 def run_sglang(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict | None:
     if not SGLANG.exists():
         return None
     out = tmp / f"sglang-{c}.jsonl"
-    res = subprocess.run(
+    return run_peer(
+        "sglang.bench_serving",
         [
             *pin(args.client_cores),
             str(SGLANG),
@@ -197,19 +193,21 @@ def run_sglang(port: int, c: int, tmp: Path, args: argparse.Namespace) -> dict |
             "--output-file",
             str(out),
         ],
-        capture_output=True,
-        text=True,
-        cwd=tmp,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        out,
     )
+
+
+def run_peer(name: str, argv: list[str], out: Path) -> dict | None:
+    """Run a peer benchmark client (offline, in the results' folder) and read the summary it wrote to `out`:
+    `vllm bench serve` a JSON file, `sglang.bench_serving` JSON lines (the last is this run's). Both name the
+    figures alike."""
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run(argv, capture_output=True, text=True, cwd=out.parent, env=offline)
     if res.returncode != 0 or not out.exists():
-        print(f"  sglang.bench_serving failed: {res.stderr.strip()[-300:]}")
+        print(f"  {name} failed: {res.stderr.strip()[-300:]}")
         return None
-    return tool_result(json.loads(out.read_text().splitlines()[-1]))
-
-
-def tool_result(d: dict) -> dict:
-    """The summary both `vllm bench serve` and `sglang.bench_serving` write, in their shared key names."""
+    text = out.read_text()
+    d = json.loads(text if out.suffix == ".json" else text.splitlines()[-1])
     return {
         "ttft": {"p50": d["median_ttft_ms"], "p99": d["p99_ttft_ms"]},
         "itl": {"p50": d["median_itl_ms"], "p99": d["p99_itl_ms"]},
