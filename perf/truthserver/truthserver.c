@@ -20,8 +20,8 @@
  * what a perfect client would measure: first write - receipt (ttft_from_receipt_ms), which also counts the
  * time the request waited in the socket before this loop read it (ingest_ms = read - receipt). A client's
  * error is its TTFT against the first; the ingest is the server's own, a burst of new requests waits behind the
- * chunks that are due (on loopback the receipt is the client's send, give or take microseconds). Each process appends them to its own rings in
- * one mapping shared by all processes (made before fork). GET /truth, answered by whichever process gets it,
+ * chunks that are due (on loopback the receipt is the client's send, give or take microseconds). Each process
+ * appends all of these to its own rings in one mapping shared by all processes (made before fork). GET /truth, answered by whichever process gets it,
  * takes everything every process recorded since the previous call and returns refserver's JSON, plus
  * lateness max, the number of processes, samples dropped (a ring full) and chunks the socket could not take
  * at once (their bytes left later than recorded: a client not reading).
