@@ -20,7 +20,7 @@ from firstlight.benchmark.client import CANCELLED, ConnectionPool
 from firstlight.benchmark.config import BenchConfig, LevelSpec
 from firstlight.benchmark.failures import FailureRun
 from firstlight.benchmark.fleet import Fleet, jobs
-from firstlight.benchmark.health import ClientWatch, fleet_health
+from firstlight.benchmark.health import ClientWatch, fleet_health, judge_reads
 from firstlight.benchmark.metrics import summarise
 from firstlight.benchmark.recorder import RecordWriter
 from firstlight.errors import BenchAborted
@@ -204,7 +204,13 @@ def _finish(
     ctx.writer.flush()
     summary = summarise(ctx.store.requests(level_id), ctx.cfg.slo, rate_mode=level.rate is not None)
     ctx.store.update_level(
-        level_id, state=state, ended=time.time(), summary=summary, spec_decode=spec, client=health, reason=reason
+        level_id,
+        state=state,
+        ended=time.time(),
+        summary=summary,
+        spec_decode=spec,
+        client=judge_reads(health, summary),
+        reason=reason,
     )
 
 

@@ -58,6 +58,7 @@ def summarise(
     duration = max(end - start, 1e-9)
     tokens = sum(r.output_tokens for r in ok)
     per_chunk = Counter(t for r in ok for t in r.chunk_tokens)
+    gaps = [gap for r in ok for gap in r.itls()]
     summary: dict[str, Any] = {
         "completed": len(ok),
         "failed": len(failed),
@@ -66,7 +67,9 @@ def summarise(
         "input_tokens": sum(r.prompt_tokens or 0 for r in ok),
         "ttft_ms": distribution(r.ttft for r in ok if r.ttft is not None),
         "tpot_ms": distribution(r.tpot for r in ok if r.tpot is not None),
-        "itl_ms": distribution(gap for r in ok for gap in r.itls()),
+        "itl_ms": distribution(gaps),
+        # chunks of one stream that came in one read share its stamp: a gap of exactly 0
+        "itl_same_read_pct": 100 * sum(1 for gap in gaps if gap == 0.0) / len(gaps) if gaps else 0.0,
         "e2e_ms": distribution(r.e2e for r in ok if r.e2e is not None),
         "output_throughput_tok_s": tokens / duration if ok else 0.0,
         "request_throughput_req_s": len(ok) / duration if ok else 0.0,
