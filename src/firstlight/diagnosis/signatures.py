@@ -106,8 +106,11 @@ EXCEPTION_LINE = re.compile(
 
 # Lines that only say something failed elsewhere: the cause is before them. These are the generic ones
 # (C++ and Python runtimes, process supervision); each engine adds its own (`EngineAdapter.wrapper_lines`).
+# A crash notice (`Fatal Python error: Segmentation fault`, `Segmentation fault (core dumped)`) says a process
+# died, not why: in the real logs that carry one, the cause was always another line.
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
+    r"Fatal Python error: (Segmentation fault|Aborted)|Segmentation fault \(core dumped\)|"
     r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
 )
 
