@@ -9,7 +9,10 @@ PyTorch from a code index (their version ranges are approximate). A second readi
 index, approximate), TGI (main, 2026-01), ollama (v0.20 and main), vLLM 0.33.0 and SGLang 0.5.23; where its
 reader's category contradicted the README's definitions (a compute capability too low is
 `hardware_unsupported`, prefill-token memory is `insufficient_kv_cache`, a backend not installed is
-`import_dependency_error`) the README's is recorded. The rendered lines are constructed from the templates.
+`import_dependency_error`) the README's is recorded. A third reading (2026-11-30) added LMDeploy, DeepEP,
+DeepGEMM and vllm-ascend (their git histories), MLC-LLM and Xinference (release tags), Ray, PyTorch and IPEX (files
+in a code index; approximate versions): the messages diagnose places in the category that reading gave them.
+The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in
 `diagnosed_as`: `wrapper` (a line that only says something failed before it: `Scheduler hit an exception`,

@@ -84,11 +84,12 @@ _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted withou
 
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
 # `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher), a failed
-# glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT).
+# glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), Python
+# logging's common `asctime - name - ERROR - message` format (LMDeploy, Xinference).
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
-    r"|thread '[\w-]+' panicked at|\bCheck failed: \S"
+    r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
 )
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
