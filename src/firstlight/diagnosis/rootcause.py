@@ -190,9 +190,10 @@ class RootCauseFinder:
         if frame is not None:
             self._frame = frame.group("path")
         elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
-            "raise " in line and _RAISE.match(line)
+            "raise " in line and _RAISE.match(strip_line_prefix(line))
         ):
-            # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`
+            # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`,
+            # also where an engine's logger put its prefix before it (`ERROR ... [core.py:398] raise TimeoutError`)
             self._code_col = None
             self._recent.append(line)
             return
