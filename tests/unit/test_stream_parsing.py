@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,15 +28,19 @@ class FakeTransport(asyncio.Transport):
         self.aborted = True
 
 
-def feed(parts: list[bytes], lose: bool = False) -> RequestRecord:
+def feed(parts: list[bytes], lose: bool = False, numbered: bool = False) -> RequestRecord:
+    """The record of a stream read in these parts; `numbered`: read i is timed i (seconds)."""
     loop = asyncio.new_event_loop()
     try:
         conn = StreamConnection(loop)
         conn.connection_made(FakeTransport())
         rec = RequestRecord(0, 0.0)
         fut = conn.start(rec, Target.from_url("http://h:1", "/v1/completions").request_head(2), b"{}", 60)
-        for p in parts:
-            conn.data_received(p)
+        for i, p in enumerate(parts):
+            if numbered:
+                conn.received(p, float(i))
+            else:
+                conn.data_received(p)
         if lose or not fut.done():
             conn.connection_lost(None)
         assert fut.done()
@@ -150,3 +155,30 @@ def test_one_event_per_read_all_in_one_read_and_crlf_give_the_same_record() -> N
     assert records(GOOD) == records(crlf) == records(one_read) == ([1, 2], 3, 3, True)
     no_usage = [HEAD, event('{"choices":[{"text":" a"}]}'), event('{"choices":[{"text":" b"}]}'), b"0\r\n\r\n"]
     assert records(no_usage) == records([HEAD, b"".join(no_usage[1:])]) == ([1, 1], None, None, True)
+
+
+CRLF = [HEAD] + [chunk(p[p.index(b"\r\n") + 2 : -2].replace(b"\n", b"\r\n")) for p in GOOD[1:-1]] + [GOOD[-1]]
+
+
+def test_every_cut_of_a_crlf_stream_times_each_event_by_the_read_that_ended_it() -> None:
+    # an event's end is looked for across the reads it arrives in: the CRLF blank line may be cut anywhere, even
+    # into a read of one byte; each token event is timed by the read that brought the last byte of its blank line
+    whole = b"".join(CRLF)
+    token_ends = [whole.index(b"\r\n\r\n", whole.index(marker)) + 4 for marker in (b'" a"', b'" b c"')]
+    for i in range(1, len(whole) - 2):
+        for cuts in ([i, i + 1, len(whole)], [i, i + 1, i + 2, len(whole)]):  # one or two one-byte reads at i
+            r = feed([whole[a:b] for a, b in zip([0, *cuts], cuts, strict=False)], numbered=True)
+            assert r.ok and list(r.chunk_tokens) == [1, 2] and r.completion_tokens == 3
+            assert list(r.chunks) == [float(next(k for k, c in enumerate(cuts) if c >= end)) for end in token_ends], i
+
+
+def test_a_large_event_in_many_reads_is_one_token_event() -> None:
+    payload = {"choices": [{"index": 0, "text": "x" * (2 * 1024 * 1024)}], "usage": {"completion_tokens": 1}}
+    big = event(json.dumps(payload))
+    whole = b"".join([HEAD, big, event("[DONE]"), b"0\r\n\r\n"])
+    reads = [whole[i : i + 65536] for i in range(0, len(whole), 65536)]
+    r = feed(reads, numbered=True)
+    assert r.ok and list(r.chunk_tokens) == [1] and r.completion_tokens == 1
+    assert list(r.chunks) == [float(next(i for i, p in enumerate(reads) if b"\n\n" in p))]
+    odd = [whole[i : i + 4097] for i in range(0, len(whole), 4097)]  # cuts that fall inside the blank lines too
+    assert list(feed(odd).chunk_tokens) == [1]

@@ -61,6 +61,12 @@ class Target:
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def _ends_event(before: bytes, body: bytes) -> bool:
+    """Whether `body`, read after bytes ending in `before`, holds the blank line that ends an SSE event (LF or CRLF
+    line ends: after CRLF becomes LF, a blank line is two LFs)."""
+    return b"\n\n" in body or b"\n\r\n" in body or b"\n\n" in before + body[:3] or b"\n\r\n" in before + body[:3]
+
+
 class StreamConnection(asyncio.Protocol):
     """One keep-alive connection carrying one streamed request at a time."""
 
@@ -72,7 +78,8 @@ class StreamConnection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._record: RequestRecord | None = None
         self._future: asyncio.Future[RequestRecord] | None = None
-        self._buf = b""
+        self._buf = b""  # the start of an event whose end has not come yet
+        self._more: list[bytes] = []  # later pieces of that event, joined only once its end comes
         self._err_body = b""
         self._now = 0.0
         self._got_bytes = False
@@ -122,7 +129,13 @@ class StreamConnection(asyncio.Protocol):
                 self._err_body += body[: MAX_ERROR_BODY - len(self._err_body)]
             return
         if self._buf:
-            body = self._buf + body
+            if not _ends_event(self._buffered_end(), body):
+                # Still inside one event (a large one arrives in many reads): keep the piece, and join them once,
+                # when its end comes; joining at every read would copy the event over and over.
+                self._more.append(body)
+                return
+            body = b"".join((self._buf, *self._more, body))
+            self._more = []
         if body.find(b"\n") == len(body) - 2 and body[-1] == 10 and body[-3:-2] != b"\r":  # 10: LF
             # The read is one whole single-line event (the first newline is the blank line that ends it),
             # as nearly every read is at high concurrency: one scan of the bytes instead of three.
@@ -137,10 +150,22 @@ class StreamConnection(asyncio.Protocol):
             if not (event.startswith(b"data: {") and b"\n" not in event and self._token_event(event, rec)):
                 self._event(event, rec)
 
+    def _buffered_end(self) -> bytes:
+        """The last three bytes buffered (pieces may be shorter than that)."""
+        end = b""
+        for piece in reversed(self._more):
+            end = piece + end
+            if len(end) >= 3:
+                return end[-3:]
+        return (self._buf + end)[-3:]
+
     def on_message_complete(self) -> None:
         rec = self._record
         if rec is None:
             return
+        if self._more:
+            self._buf = b"".join((self._buf, *self._more))
+            self._more = []
         if self._buf.strip():
             self._event(self._buf.rstrip(b"\n"), rec)  # a last event without its blank line
             self._buf = b""
@@ -248,6 +273,7 @@ class StreamConnection(asyncio.Protocol):
         self._record = rec
         self._future = self.loop.create_future()
         self._buf = self._err_body = b""
+        self._more = []
         self._got_bytes = self._done_seen = False
         self._cum_tokens = 0
         self._parser = httptools.HttpResponseParser(self)
