@@ -228,7 +228,8 @@ def client_own_error(port: int, c: int) -> dict[str, float]:
     import uvloop
 
     from firstlight.benchmark import endpoint
-    from firstlight.benchmark.client import ConnectionPool, StreamConnection, Target
+    from firstlight.benchmark.client import StreamConnection, Target
+    from firstlight.benchmark.pool import ConnectionPool
     from firstlight.records import RequestRecord
 
     arrivals: dict[int, float] = {}

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstlight.benchmark import schedule, sharing, specdecode
-from firstlight.benchmark.client import CANCELLED, ConnectionPool
+from firstlight.benchmark.client import CANCELLED
 from firstlight.benchmark.config import BenchConfig, LevelSpec
 from firstlight.benchmark.failures import FailureRun
 from firstlight.benchmark.fleet import Fleet, jobs
 from firstlight.benchmark.health import ClientWatch, fleet_health, judge_reads
 from firstlight.benchmark.metrics import summarise
+from firstlight.benchmark.pool import ConnectionPool
 from firstlight.benchmark.recorder import RecordWriter
 from firstlight.errors import BenchAborted
 from firstlight.records import RequestRecord

@@ -15,9 +15,10 @@ from pathlib import Path
 import uvloop
 
 from firstlight.benchmark import endpoint
-from firstlight.benchmark.client import ConnectionPool, Target
+from firstlight.benchmark.client import Target
 from firstlight.benchmark.config import BenchConfig
 from firstlight.benchmark.levels import WARMUP_INDEX, ProgressFn, RunContext, run_level, warm_up, warmup_itl
+from firstlight.benchmark.pool import ConnectionPool
 from firstlight.benchmark.recorder import Clock, RecordWriter
 from firstlight.benchmark.result import BenchResult
 from firstlight.benchmark.workload import build_workload

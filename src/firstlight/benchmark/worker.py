@@ -29,9 +29,10 @@ from typing import Any
 import uvloop
 
 from firstlight.benchmark import schedule
-from firstlight.benchmark.client import ConnectionPool, Target
+from firstlight.benchmark.client import Target
 from firstlight.benchmark.failures import FailureRun
 from firstlight.benchmark.health import ClientWatch
+from firstlight.benchmark.pool import ConnectionPool
 from firstlight.benchmark.wire import Channel, Message, open_channel, pack
 from firstlight.records import RequestRecord
 
