@@ -179,6 +179,31 @@ def test_an_exception_named_by_its_module_path() -> None:
     assert EXCEPTION_LINE.search("INFO 05-01 10:00:00 [loader.py:40] Loading weights took 3.2 seconds") is None
 
 
+def test_a_generic_exception_is_placed_by_the_module_that_raised_it() -> None:
+    """Constructed tracebacks: the same bare AssertionError, raised in an engine's argument checks, its attention
+    backends, its quantization layers, or elsewhere (distributed init: no place that names a cause)."""
+
+    def raised_in(path: str) -> tuple[str, float]:
+        log = f"""\
+Traceback (most recent call last):
+  File "/s/sglang/srt/model_executor/model_runner.py", line 200, in init
+    self.load()
+  File "{path}", line 90, in check
+    assert head_dim in (64, 128)
+AssertionError
+"""
+        d = diagnose_text(log).diagnosis
+        assert d is not None and d.root_cause_line == "AssertionError"
+        return d.category, d.confidence
+
+    assert raised_in("/s/sglang/srt/server_args.py")[0] == "invalid_config"
+    category, confidence = raised_in("/s/sglang/srt/layers/attention/triton_backend.py")
+    assert category == "attention_backend_unsupported" and confidence < 0.8  # a family of causes: broad
+    assert raised_in("/s/vllm/v1/attention/backends/flashinfer.py")[0] == "attention_backend_unsupported"
+    assert raised_in("/s/vllm/model_executor/layers/quantization/awq.py")[0] == "unsupported_quantization_format"
+    assert raised_in("/s/sglang/srt/distributed/parallel_state.py")[0] == "unknown"
+
+
 @pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
 def test_every_signature_names_its_source_and_passes_the_prefilter(sig) -> None:
     assert sig.source and sig.versions, f"{sig.id}: add `source` and `versions`"

@@ -26,9 +26,13 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from firstlight.diagnosis.signatures import (
+    ATTENTION_SOURCES,
     EXCEPTION_LINE,
     FRAME_LINE,
+    QUANTIZATION_SOURCES,
+    RAISED_IN_ATTENTION,
     RAISED_IN_CONFIG,
+    RAISED_IN_QUANTIZATION,
     RAISED_IN_REGISTRY,
     TRIGGER,
     Signature,
@@ -251,6 +255,10 @@ class RootCauseFinder:
             return RAISED_IN_REGISTRY
         if self.config_rx is not None and self.config_rx.search(self._frame):
             return RAISED_IN_CONFIG
+        if ATTENTION_SOURCES.search(self._frame):
+            return RAISED_IN_ATTENTION
+        if QUANTIZATION_SOURCES.search(self._frame):
+            return RAISED_IN_QUANTIZATION
         return None
 
     def _classify(self, shape: str, line: str) -> Verdict:
