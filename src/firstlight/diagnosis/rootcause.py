@@ -173,8 +173,14 @@ class RootCauseFinder:
         self.signatures = load_signatures()
         self.wrappers_rx = wrapper_lines()
         self.error_rx = error_level_lines()
-        self.config_rx = config_sources()
-        self.registry_rx = registry_sources()
+        # where a generic exception was raised, and what that names, in this order
+        places = (
+            (registry_sources(), RAISED_IN_REGISTRY),
+            (config_sources(), RAISED_IN_CONFIG),
+            (ATTENTION_SOURCES, RAISED_IN_ATTENTION),
+            (QUANTIZATION_SOURCES, RAISED_IN_QUANTIZATION),
+        )
+        self.raised_in = tuple((rx, sig) for rx, sig in places if rx is not None)
         self.ignored_rx = ignored_errors()
         self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
@@ -248,18 +254,11 @@ class RootCauseFinder:
 
     def _raised_in(self, line: str) -> Signature | None:
         """For a generic exception, what the place it was raised says (its last traceback frame): a model
-        registry's lookup, or an engine's argument and config validation."""
+        registry's lookup, an engine's argument and config validation, an attention backend, a quantization
+        layer (the first of these that matches)."""
         if self._frame is None or not EXCEPTION_LINE.search(line):
             return None
-        if self.registry_rx is not None and self.registry_rx.search(self._frame):
-            return RAISED_IN_REGISTRY
-        if self.config_rx is not None and self.config_rx.search(self._frame):
-            return RAISED_IN_CONFIG
-        if ATTENTION_SOURCES.search(self._frame):
-            return RAISED_IN_ATTENTION
-        if QUANTIZATION_SOURCES.search(self._frame):
-            return RAISED_IN_QUANTIZATION
-        return None
+        return next((sig for places, sig in self.raised_in if places.search(self._frame)), None)
 
     def _classify(self, shape: str, line: str) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
