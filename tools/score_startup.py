@@ -1,0 +1,96 @@
+"""Score how `firstlight diagnose` reads start-up logs that reached ready or stalled.
+
+Usage: python tools/score_startup.py DIR [DIR ...] [--misses] [--json]
+
+Each DIR holds <id>.log files and an index.jsonl whose lines carry `id`, `outcome` (`ready` or `not_ready`)
+and `phases`: {phase: the whole line that first marks it}, labelled by a person from the log alone.
+Printed, overall and per engine: how often the outcome was right; phase recall (of the labelled phases,
+how many diagnose reported) and, of those found, how many on the labelled line; and the phases diagnose
+reported that the labels do not have (each one a candidate false phase, or a phase the labeller missed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from firstlight.diagnosis import diagnose_file
+
+
+def cases(dirs: list[Path]) -> list[tuple[Path, dict]]:
+    out = []
+    for d in dirs:
+        for index in sorted(d.rglob("index.jsonl")):
+            for line in index.read_text().splitlines():
+                if line.strip():
+                    case = json.loads(line)
+                    out.append((index.parent / f"{case['id']}.log", case))
+    return out
+
+
+def score(path: Path, case: dict) -> dict:
+    report = diagnose_file(path)
+    lines = path.read_text(errors="replace").splitlines()
+    found = {p.phase: lines[p.line - 1].strip() if 0 < p.line <= len(lines) else "" for p in report.phases}
+    wanted: dict[str, str] = case["phases"]
+    hit = [p for p in wanted if p in found]
+    return {
+        "log": str(path),
+        "engine": case.get("engine", "?"),
+        "want_outcome": case["outcome"],
+        "got_outcome": report.outcome,
+        "outcome_ok": report.outcome == case["outcome"],
+        "wanted": sorted(wanted),
+        "missed": [p for p in wanted if p not in found],
+        "hit": len(hit),
+        "same_line": sum(found[p] == wanted[p].strip() for p in hit),
+        "extra": [p for p in found if p not in wanted and p != "process_start"],
+        "got_lines": {p: found[p][:160] for p in found},
+        "diagnosis": report.diagnosis.root_cause_line[:160] if report.diagnosis else "",
+    }
+
+
+def pct(n: int, total: int) -> str:
+    return f"{n}/{total} ({100 * n / total:.0f}%)" if total else "0/0"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--misses", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = [score(p, c) for p, c in cases(args.dirs)]
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        return 0
+    by_engine: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_engine[r["engine"]].append(r)
+    print(f"{'':12} {'outcome':>14} {'phase recall':>16} {'on its line':>14} {'extra phases':>13}")
+    for name, rs in [("all", rows), *sorted(by_engine.items())]:
+        wanted = sum(len(r["wanted"]) for r in rs)
+        hit = sum(r["hit"] for r in rs)
+        print(
+            f"{name:12} {pct(sum(r['outcome_ok'] for r in rs), len(rs)):>14} {pct(hit, wanted):>16}"
+            f" {pct(sum(r['same_line'] for r in rs), hit):>14} {sum(len(r['extra']) for r in rs):>13}"
+        )
+    if args.misses:
+        for r in rows:
+            if r["outcome_ok"] and not r["missed"] and not r["extra"]:
+                continue
+            print(f"\n{r['log']}  want {r['want_outcome']}  got {r['got_outcome']}")
+            if r["missed"]:
+                print(f"  missed: {', '.join(r['missed'])}")
+            if r["extra"]:
+                print(f"  extra:  {', '.join(r['extra'])}")
+            if r["diagnosis"]:
+                print(f"  cause:  {r['diagnosis']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
