@@ -145,3 +145,74 @@ def test_machine_never_goes_backwards() -> None:
     assert machine.feed("[2026-10-02 09:14:25 TP0] KV Cache is allocated. #tokens: 10", 1).entered
     ev = machine.feed("[2026-10-02 09:14:26 TP1] Load weight begin. avail mem=1.00 GB", 2)
     assert ev is None and machine.current == "kv_cache_allocated"
+
+
+# Constructed from llama.cpp's server and loader log statements of 2025 (tools/server/server.cpp,
+# src/llama-model.cpp, src/llama-kv-cache-unified.cpp): that server listens before it loads the model.
+LLAMA_SERVER_2025_CONSTRUCTED = [
+    "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 3",
+    "srv    load_model: loading model '/models/m.gguf'",
+    "llama_model_loader: loaded meta data with 30 key-value pairs and 290 tensors from /models/m.gguf (version GGUF V3 (latest))",
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)",
+    "load_tensors:   CPU_Mapped model buffer size =  4685.30 MiB",
+    "..........................................................................",
+    "llama_kv_cache_unified:        CPU KV buffer size =   512.00 MiB",
+    "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to disable)",
+    "srv          init: initializing slots, n_slots = 1",
+    "main: model loaded",
+    "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+    "srv  update_slots: all slots are idle",
+]
+
+
+def _diagnose_lines(lines: list[str]):
+    from firstlight.diagnosis import diagnose_lines
+
+    return diagnose_lines(enumerate(lines, start=1))
+
+
+def test_a_phase_reached_out_of_order_is_recorded_where_it_happens_and_the_machine_stays() -> None:
+    report = _diagnose_lines(LLAMA_SERVER_2025_CONSTRUCTED)
+    assert report.engine == "llama.cpp" and report.outcome == "ready"
+    assert [(p.phase, p.aside) for p in report.phases] == [
+        ("process_start", False),
+        ("http_listening", True),
+        ("weights_loading", False),
+        ("weights_loaded", False),
+        ("kv_cache_allocated", False),
+        ("warmup_done", False),
+        ("ready", False),
+    ]
+    # live, the early listening line does not move the launch past loading
+    machine = get_engine("llama.cpp").machine()
+    ev = machine.feed(LLAMA_SERVER_2025_CONSTRUCTED[0], 1)
+    assert ev is not None and ev.aside and machine.current == "process_start"
+
+
+def test_a_log_that_stops_while_loading_stops_in_loading_though_the_server_listened_first() -> None:
+    report = _diagnose_lines(LLAMA_SERVER_2025_CONSTRUCTED[:4])
+    assert report.outcome == "not_ready"
+    assert report.last_phase == "weights_loading"
+    assert report.diagnosis is not None and "weights_loading" in report.diagnosis.remedy
+
+
+def test_vllm_serving_a_gguf_file_is_read_as_vllm() -> None:
+    """Constructed from vLLM 0.7's log format: a .gguf model path alone does not make a log llama.cpp's."""
+    lines = [
+        "INFO 03-18 08:46:01 [api_server.py:912] vLLM API server version 0.7.4",
+        "INFO 03-18 08:46:36 [model_runner.py:1110] Starting to load model /models/Qwen-32B-Q4_K_M.gguf...",
+        "INFO 03-18 08:46:53 [model_runner.py:1146] Model loading took 18.9082 GB and 16.624474 seconds",
+        "INFO 03-18 08:50:01 [executor_base.py:111] # rocm blocks: 625, # CPU blocks: 1024",
+        "INFO 03-18 09:00:11 [api_server.py:958] Starting vLLM API server on http://0.0.0.0:8199",
+        "INFO:     Application startup complete.",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "vllm" and report.outcome == "ready"
+    assert [p.phase for p in report.phases] == [
+        "process_start",
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "http_listening",
+        "ready",
+    ]

@@ -72,7 +72,8 @@ def show_report(report: "Report", log_path: str | None) -> None:
     out.print(Text("phases:", style="bold"))
     for p in report.phases:
         when = f"  {p.log_time}" if p.log_time else ""
-        out.print(Text(f"  {p.phase:<20} line {p.line}{when}"))
+        aside = "  (out of the usual order)" if p.aside else ""
+        out.print(Text(f"  {p.phase:<20} line {p.line}{when}{aside}"))
     if report.outcome == "not_ready":
         out.print(Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow"))
     print_diagnosis(report.to_dict().get("diagnosis"), log_path)

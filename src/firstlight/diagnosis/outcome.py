@@ -38,6 +38,7 @@ class PhaseSeen:
     phase: str
     line: int
     log_time: str | None
+    aside: bool = False  # reached out of the usual order (see PhaseRule.aside); not where the launch stands
 
 
 @dataclass
@@ -53,7 +54,12 @@ class Report:
 
     @property
     def last_phase(self) -> str:
-        return self.phases[-1].phase if self.phases else "process_start"
+        return self.where.phase
+
+    @property
+    def where(self) -> PhaseSeen:
+        """The furthest phase the launch moved into (not one reached aside)."""
+        return next((p for p in reversed(self.phases) if not p.aside), PhaseSeen("process_start", 1, None))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -109,7 +109,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
         if ev is not None:
             last_event_line = (line_no, text)
             if ev.entered:
-                phases.append(PhaseSeen(ev.phase, line_no, ev.log_time))
+                phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside))
         finder.feed(line_no, text, shape)
     progress_line = last_event_line[0] if last_event_line else 0
     return _conclude(engine, adapter, phases, finder, last_event_line or last_line, progress_line, count)
@@ -136,25 +136,25 @@ def _conclude(
     progress_line: int,
     count: int,
 ) -> Report:
-    outcome, diagnosis, rule = _decide(adapter, phases, finder, last, progress_line)
-    report = Report(outcome, engine, phases, diagnosis, count, finder.wrappers, rule)
+    report = Report("", engine, phases, None, count, finder.wrappers)
+    report.outcome, report.diagnosis, report.rule = _decide(adapter, report.where, finder, last, progress_line)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
 
 
 def _decide(
     adapter: EngineAdapter | None,
-    phases: list[PhaseSeen],
+    where: PhaseSeen,
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
     progress_line: int,
 ) -> tuple[str, Diagnosis | None, str]:
     """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that
     showed the engine making progress (a phase or a progress line)."""
-    if phases[-1].phase == "ready":
-        after = finder.failed_after(phases[-1].line)
+    if where.phase == "ready":
+        after = finder.failed_after(where.line)
         if after is not None:  # ready, then a fatal error: the server does not serve
-            rule = f"the engine's ready line (line {phases[-1].line}), then a named cause after it: failed"
+            rule = f"the engine's ready line (line {where.line}), then a named cause after it: failed"
             return "failed", _from_candidate(after, finder), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()
@@ -165,8 +165,8 @@ def _decide(
     if best is not None and best.fatal and best.line_no > progress_line:
         rule = f"the log stops on a fatal line (line {best.line_no}) with no progress after it: failed"
         return "failed", _from_candidate(best, finder), rule
-    rule = f"nothing fatal: the log stops in phase {phases[-1].phase}"
-    return "not_ready", _hang(phases[-1].phase, last, adapter), rule
+    rule = f"nothing fatal: the log stops in phase {where.phase}"
+    return "not_ready", _hang(where.phase, last, adapter), rule
 
 
 def _from_candidate(c: Candidate, finder: RootCauseFinder) -> Diagnosis:

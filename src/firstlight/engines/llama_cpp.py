@@ -24,7 +24,7 @@ from firstlight.engines.base import (
     compile_all,
     extra_args,
 )
-from firstlight.logs import phase_rules, progress_rules
+from firstlight.logs import aside_rules, phase_rules, progress_rules
 
 if TYPE_CHECKING:
     from firstlight.deployment import Deployment
@@ -52,16 +52,25 @@ LLAMA_CPP = EngineAdapter(
     name="llama.cpp",
     build_argv=build_argv,
     runs_with="program",
-    phases=phase_rules(
-        (
-            "weights_loading",
-            r"load_model: loading model '|llama_model_loader: loaded meta data|load_tensors: loading model tensors",
+    phases=(
+        *phase_rules(
+            (
+                "weights_loading",
+                r"load_model: loading model '|llama_model_loader: loaded meta data|l(oad|lm_load)_tensors: "
+                r"(loading model tensors|offloading|ggml ctx size)",
+            ),
+            # the loader prints a dot per tensor group and ends the row when the last one is in
+            ("weights_loaded", r"l(oad|lm_load)_tensors: +\S+ model buffer size|llama_model_load: .*done|^\.{10,}\s*$"),
+            # the threadpool starts once the model and its context (the KV cache) exist
+            (
+                "kv_cache_allocated",
+                r"llama_kv_cache\w*: +(size =|kv_size =|\S+ KV buffer size)|KV self size|init: llama threadpool init",
+            ),
+            ("warmup_done", r"(load_model|init): initializing(, n_slots| slots, n_slots) = \d+"),
         ),
-        ("weights_loaded", r"load_tensors: +\S+ model buffer size|llama_model_load: .*done"),
-        # the threadpool starts once the model and its context (the KV cache) exist
-        ("kv_cache_allocated", r"llama_kv_cache: +size =|KV self size|init: llama threadpool init"),
-        ("warmup_done", r"load_model: initializing, n_slots = \d+"),
-        ("http_listening", r"listening on http|HTTP server (is )?listening|server is listening"),
+        # llama-server (2025) listens before it loads the model, and answers 503 until it has (2026 builds
+        # listen after): either way a listening line is recorded where it is, without moving the machine.
+        *aside_rules(("http_listening", r"listening on http|HTTP server (is )?listening|server is listening")),
     ),
     progress=progress_rules(
         ("kv_cache_allocated", r"warming up the model with an empty run", "warming up"),
@@ -76,7 +85,10 @@ LLAMA_CPP = EngineAdapter(
     error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),
     line_prefix=re.compile(r"\d+\.\d{2}\.\d{3}\.\d{3} [IWED] (?:(?:srv|slot|cmn|spec) +)?"),  # 0.00.045.459 I srv
     log_time=re.compile(r"^(?P<ts>\d+\.\d{2}\.\d{3}\.\d{3}) "),  # minutes.seconds.ms.µs since start
-    fingerprints=compile_all(r"\bllama_\w+:", r"\bggml_\w+", r"\bgguf\b", r"llama_server", r"\bsrv\s+\w+:"),
+    # not a bare "gguf": vLLM and transformers load .gguf files too
+    fingerprints=compile_all(
+        r"\bllama_\w+:", r"\bggml_\w+", r"\bgguf_\w+", r"GGUF V\d", r"llama_server", r"\bsrv\s+\w+:"
+    ),
     metrics_prefix="llamacpp:",
     spec_decode=SpecDecodeMetrics(
         accepted="llamacpp:spec_decode_num_accepted_tokens",

@@ -117,16 +117,22 @@ VLLM = EngineAdapter(
     phases=phase_rules(
         (
             "distributed_init",
-            r"world_size=\d+ rank=\d+ local_rank=|vLLM is using nccl==|"
-            r"rank \d+ in world size \d+ is assigned as",
+            r"world_size=\d+ rank=\d+ local_rank=|vLLM is using nccl==|Found nccl from library|"
+            r"rank \d+ in world size \d+ is assigned as|Connecting to existing Ray cluster|Started a local Ray instance",
         ),
         ("weights_loading", r"Starting to load model |Loading (safetensors|pt) checkpoint shards"),
-        ("weights_loaded", r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?GiB|Loading model weights took"),
         (
-            "kv_cache_allocated",
-            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# GPU blocks: \d+",
+            "weights_loaded",
+            r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?Gi?B|Loading model weights took|"
+            r"Loading (safetensors|pt) checkpoint shards:\s+100% Completed",
         ),
-        ("cuda_graph_capture", r"Capturing CUDA graph|Capturing the model for CUDA graphs"),
+        (
+            # V0 names the platform's blocks (# cuda blocks, # rocm blocks, # GPU blocks)
+            "kv_cache_allocated",
+            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# (GPU|cuda|rocm|xpu|hpu|tpu|"
+            r"neuron|npu) blocks: \d+",
+        ),
+        ("cuda_graph_capture", r"Capturing CUDA graph|Capturing cudagraphs|Capturing the model for CUDA graphs"),
         ("cuda_graph_done", r"Graph capturing finished in"),
         (
             "http_listening",
@@ -173,6 +179,8 @@ VLLM = EngineAdapter(
     fingerprints=compile_all(
         r"\((APIServer|EngineCore(_DP\d+)?|VllmWorker[-\w]*|Worker[_\w]*|RayWorkerWrapper) pid=\d+\)",
         r"\bvllm[./]",
+        # vLLM's own log format: LEVEL MM-DD HH:MM:SS [file.py:line] (0.7+), or file.py:line] before
+        r"(?:^|[\s|)])(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.]+\.py:\d+\]",
         r"vLLM (API )?server",
         r"V1 LLM engine",
     ),

@@ -29,7 +29,7 @@ class Timeline:
     def add(self, ev: Event) -> None:
         if self.t0 is None:
             self.t0 = ev.ts
-        if ev.kind == "phase" and ev.data.get("entered", True):
+        if ev.kind == "phase" and ev.data.get("entered", True) and not ev.data.get("aside"):
             if self.rows:
                 self.rows[-1].end = ev.ts
             self.rows.append(PhaseRow(ev.phase or "?", ev.ts, line=str(ev.data.get("line", ""))))

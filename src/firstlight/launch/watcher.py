@@ -140,7 +140,7 @@ class Watcher:
         if attach:
             for line_no, line in follower.read_available():
                 ev = self.machine.feed(line, line_no)
-                if ev is not None and ev.entered:
+                if ev is not None and ev.entered and not ev.aside:
                     self.state.phase = ev.phase
             if PHASE_INDEX[self.state.phase] >= PHASE_INDEX["http_listening"]:
                 prober.hint()
@@ -234,7 +234,7 @@ class Watcher:
                 self.state.stalled = False
                 self.set_state(LaunchState.STARTING)
                 self.event("resumed", ev.phase)
-            if ev.entered:
+            if ev.entered and not ev.aside:
                 self.state.phase = ev.phase
                 self.store.update_launch(self.launch_id, phase=ev.phase)
                 if PHASE_INDEX[ev.phase] >= PHASE_INDEX["http_listening"]:
@@ -243,6 +243,7 @@ class Watcher:
                 "phase" if ev.entered else "progress",
                 ev.phase,
                 entered=ev.entered,
+                aside=ev.aside,
                 line_no=line_no,
                 line=line[:500],
                 log_time=ev.log_time,

@@ -44,10 +44,13 @@ def log_time(line: str, clocks: tuple[re.Pattern[str], ...] = (GENERIC_CLOCK,)) 
 
 @dataclass(frozen=True)
 class PhaseRule:
-    """A line matching `pattern` means the launch has reached `phase`."""
+    """A line matching `pattern` means the launch has reached `phase`. An `aside` phase is one the engine
+    reaches out of the usual order (llama-server listens for HTTP before it loads the model): it is
+    recorded once, where it happens, and the machine stays where it was."""
 
     phase: str
     pattern: re.Pattern[str]
+    aside: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ def phase_rules(*pairs: tuple[str, str]) -> tuple[PhaseRule, ...]:
     return tuple(PhaseRule(phase, re.compile(rx)) for phase, rx in pairs)
 
 
+def aside_rules(*pairs: tuple[str, str]) -> tuple[PhaseRule, ...]:
+    return tuple(PhaseRule(r.phase, r.pattern, aside=True) for r in phase_rules(*pairs))
+
+
 def progress_rules(*triples: tuple[str, str, str]) -> tuple[ProgressRule, ...]:
     return tuple(ProgressRule(phase, re.compile(rx), label) for phase, rx, label in triples)
 
@@ -77,6 +84,7 @@ class PhaseEvent:
     line: str
     log_time: str | None
     progress: dict[str, object] | None = None
+    aside: bool = False  # reached out of order: recorded, but the machine did not move
 
 
 @dataclass
@@ -107,6 +115,11 @@ class PhaseMachine:
         matches = self._matching(line, shape)
         if not matches:
             return None
+        aside = next((r for r in matches if _is_aside(r) and PHASE_INDEX[r.phase] > self.index and r.phase not in self.seen), None)
+        if aside is not None and not any(PHASE_INDEX[r.phase] > self.index for r in matches if not _is_aside(r)):
+            self.seen.append(aside.phase)
+            return PhaseEvent(aside.phase, True, line_no, line, log_time(line, self.clocks), aside=True)
+        matches = tuple(r for r in matches if not _is_aside(r))
         bar = next(((r, m) for r in matches if isinstance(r, ProgressRule) and (m := r.pattern.search(line))), None)
         forward = [r for r in matches if PHASE_INDEX[r.phase] > self.index]
         if forward:
@@ -132,6 +145,10 @@ class PhaseMachine:
                 self._cache.clear()
             self._cache[shape] = found
         return found
+
+
+def _is_aside(rule: ProgressRule | PhaseRule) -> bool:
+    return isinstance(rule, PhaseRule) and rule.aside
 
 
 def _progress(rule: ProgressRule, m: re.Match[str]) -> dict[str, object]:
