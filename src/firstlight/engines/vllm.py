@@ -118,7 +118,8 @@ VLLM = EngineAdapter(
         (
             "distributed_init",
             r"world_size=\d+ rank=\d+ local_rank=|vLLM is using nccl==|Found nccl from library|"
-            r"rank \d+ in world size \d+ is assigned as|Connecting to existing Ray cluster|Started a local Ray instance",
+            r"rank \d+ in world size \d+ is assigned as|"
+            r"Connecting to existing Ray cluster|Started a local Ray instance",
         ),
         ("weights_loading", r"Starting to load model |Loading (safetensors|pt) checkpoint shards"),
         (
