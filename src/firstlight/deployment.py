@@ -51,6 +51,7 @@ DEFAULT_STALL_S: dict[str, float] = {
     "distributed_init": 600,
     "weights_loading": 1200,
     "weights_loaded": 900,
+    "torch_compile": 1200,  # Dynamo and Inductor print little until they finish
     "kv_cache_allocated": 900,
     "cuda_graph_capture": 1200,
     "cuda_graph_done": 600,

@@ -86,6 +86,7 @@ EXPECTED = {
             "distributed_init",
             "weights_loading",
             "weights_loaded",
+            "torch_compile",
             "kv_cache_allocated",
             "cuda_graph_capture",
             "cuda_graph_done",
@@ -216,3 +217,15 @@ def test_vllm_serving_a_gguf_file_is_read_as_vllm() -> None:
         "http_listening",
         "ready",
     ]
+
+
+def test_a_v1_start_that_stops_while_compiling_is_told_about_torch_compile() -> None:
+    """Constructed from vLLM V1's lines (reference/engine-anchors.md, phases 5 and 6)."""
+    lines = [
+        "(EngineCore_DP0 pid=7) INFO 03-23 16:30:04 [gpu_model_runner.py:2843] Starting to load model /m...",
+        "(EngineCore_DP0 pid=7) INFO 03-23 16:30:40 [default_loader.py:507] Loading weights took 35.65 seconds",
+        "(EngineCore_DP0 pid=7) INFO 03-23 16:30:52 [backends.py:1188] Dynamo bytecode transform time: 11.24 s",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.outcome == "not_ready" and report.last_phase == "torch_compile"
+    assert report.diagnosis is not None and "--enforce-eager" in report.diagnosis.remedy

@@ -30,6 +30,9 @@ HANG_HINTS: dict[str, str] = {
     "Put the weights on local disk, pre-download them, and check every rank's log for an error.",
     "weights_loaded": "After loading, the engine profiles memory: a hang here is usually a collective waiting "
     "for a rank that died. Check every rank's log.",
+    "torch_compile": "torch.compile takes minutes on a first start (later starts load it from the cache, "
+    "~/.cache/vllm/torch_compile_cache); one that never ends is a compiler subprocess that hangs or a rank that "
+    "died. Look for running compiler processes and every rank's log; --enforce-eager (or -O0) confirms it.",
     "kv_cache_allocated": "Torch compile or kernel JIT can take many minutes on a first start; otherwise a rank "
     "is stuck. Check for compiler processes and every rank's log.",
     "cuda_graph_capture": "CUDA-graph capture hangs on broken NCCL/custom all-reduce or a huge batch list: try "

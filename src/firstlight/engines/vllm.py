@@ -128,6 +128,12 @@ VLLM = EngineAdapter(
             r"Loading (safetensors|pt) checkpoint shards:\s+100% Completed",
         ),
         (
+            # V1 compiles the model between loading it and profiling memory for the KV cache
+            "torch_compile",
+            r"for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|"
+            r"Directly load the compiled graph|torch\.compile takes? [\d.]+ ?s in total",
+        ),
+        (
             # V0 names the platform's blocks (# cuda blocks, # rocm blocks, # GPU blocks)
             "kv_cache_allocated",
             r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# (GPU|cuda|rocm|xpu|hpu|tpu|"

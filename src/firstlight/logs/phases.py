@@ -17,6 +17,7 @@ PHASES: tuple[str, ...] = (
     "distributed_init",
     "weights_loading",
     "weights_loaded",
+    "torch_compile",
     "kv_cache_allocated",
     "cuda_graph_capture",
     "cuda_graph_done",
