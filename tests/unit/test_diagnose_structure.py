@@ -221,3 +221,43 @@ def test_terminal_colour_codes_are_not_part_of_a_line() -> None:
     report = diagnose_text(log)
     assert report.engine == "vllm" and report.diagnosis.category == "cuda_driver_mismatch"
     assert report.diagnosis.root_cause_line.startswith("(EngineCore_DP0 pid=7) ERROR 07-31")
+
+
+def test_signature_ids_are_unique() -> None:
+    ids = [s.id for s in load_signatures()]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "src/llama.cpp:5142: GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) failed",  # ggml's assert
+        "llama.cpp/ggml/src/ggml-backend.cpp:748: pre-allocated tensor (w) in a buffer (CUDA0_Split) that cannot run",
+        "E0608 10:49:50.145396     474 ucx_utils.cpp:592] VRAM memory is detected as host by UCX.",  # glog, severity E
+        "ptxas /tmp/compile-ptx-src-b5, line 372; error   : Feature '.bf16' requires .target sm_80 or higher",
+    ],
+)
+def test_native_code_aborts_and_error_severities_are_fatal_lines(line: str) -> None:
+    """A log that stops on an abort of native code died of it: it is not a hang."""
+    report = diagnose_text(f"load_tensors: loading model tensors, this can take a while...\n{line}\n")
+    assert report.outcome == "failed", report.rule
+    assert report.diagnosis.root_cause_line == line
+
+
+def test_a_glog_line_at_info_is_not_an_error() -> None:
+    report = diagnose_text("I0608 10:49:50.145396     474 server.cc:592] Loading model failed=0 models=3\n")
+    assert report.outcome == "not_ready"
+
+
+def test_a_loader_line_that_carries_its_reason_is_the_cause_not_a_summary() -> None:
+    """llama.cpp's summaries ("failed to load model", "unable to load model") only say that loading failed; a
+    line that names the file it failed on (`failed to load model from PATH`) is the cause."""
+    log = """\
+llama_model_load: error loading model: llama_model_loader: failed to load model from ./models/7b.gguf
+llama_load_model_from_file: failed to load model
+llama_init_from_gpt_params: error: failed to load model './models/7b.gguf'
+main: error: unable to load model
+"""
+    report = diagnose_text(log)
+    assert report.diagnosis.root_cause_line.startswith("llama_model_load: error loading model: llama_model_loader")
+    assert report.diagnosis.category == "missing_model_files"

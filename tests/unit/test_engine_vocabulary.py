@@ -12,6 +12,8 @@ reader's category contradicted the README's definitions (a compute capability to
 `import_dependency_error`) the README's is recorded. A third reading (2026-11-30) added LMDeploy, DeepEP,
 DeepGEMM and vllm-ascend (their git histories), MLC-LLM and Xinference (release tags), Ray, PyTorch and IPEX (files
 in a code index; approximate versions): the messages diagnose places in the category that reading gave them.
+A fourth reading (2026-12-01) added the Vulkan result codes (Vulkan-Headers), Apple dyld's library errors, ptxas's
+architecture errors and ggml's aborts, allocation and file-magic messages (llama.cpp), found missing by held-out logs.
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in

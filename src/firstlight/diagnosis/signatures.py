@@ -94,7 +94,8 @@ TRIGGER = re.compile(
     r"panicked|\[type=\w+, input_value=|real length|Each process is one gpu|not healthy|\$\{|multi-modal models|"
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
-    r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be"
+    r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|"
+    r"(?-i:\b[EF]\d{4} \d\d:\d\d)"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
