@@ -193,7 +193,7 @@ Traceback (most recent call last):
 AssertionError
 """
         d = diagnose_text(log).diagnosis
-        assert d is not None and d.root_cause_line == "AssertionError"
+        assert d is not None and d.root_cause_line.strip() == "assert head_dim in (64, 128)"
         return d.category, d.confidence
 
     assert raised_in("/s/sglang/srt/server_args.py")[0] == "invalid_config"
@@ -261,3 +261,17 @@ main: error: unable to load model
     report = diagnose_text(log)
     assert report.diagnosis.root_cause_line.startswith("llama_model_load: error loading model: llama_model_loader")
     assert report.diagnosis.category == "missing_model_files"
+
+
+def test_a_bare_assertion_error_is_told_by_the_assert_statement_it_failed_on() -> None:
+    log = """\
+[2025-03-10 08:00:01 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/models/qwen2.py", line 151, in __init__
+    assert self.total_num_heads % tp_size == 0
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+AssertionError
+"""
+    report = diagnose_text(log)
+    assert report.diagnosis.root_cause_line.strip() == "assert self.total_num_heads % tp_size == 0"
+    assert report.diagnosis.line == 3
+    assert report.diagnosis.category == "invalid_config"  # the divisibility check, told as an assert

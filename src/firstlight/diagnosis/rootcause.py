@@ -188,6 +188,7 @@ class RootCauseFinder:
         self.ignored_rx = ignored_errors()
         self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
+        self._code: tuple[int, str] | None = None  # the source line under the last frame: a bare assert's statement
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
         self.tracebacks = 0
@@ -204,12 +205,14 @@ class RootCauseFinder:
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             self._frame = frame.group("path")
+            self._code = None
         elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
             "raise " in line and _RAISE.match(strip_line_prefix(line))
         ):
             # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`,
             # also where an engine's logger put its prefix before it (`ERROR ... [core.py:398] raise TimeoutError`)
             self._code_col = None
+            self._code = (line_no, line)
             self._recent.append(line)
             return
         self._code_col = frame.start() if frame is not None else None
@@ -230,13 +233,21 @@ class RootCauseFinder:
             if len(self.wrappers) < 50:
                 self.wrappers.append((line_no, line))
             return None
+        score, sig, reasons, quiet = verdict
+        statement = self._failed_assert(line)
+        if statement is not None:  # `AssertionError` alone: the assert statement above it says what failed
+            line_no, line = statement
+            named = self._classify(fold_digits(line), line)
+            if isinstance(named, tuple) and named[1] is not None:
+                sig, score = named[1], named[1].weight + EXCEPTION_BONUS
+            score = max(score, GENERIC_EXCEPTION)
+            reasons = (*reasons, "the assert statement it failed on")
         key = normalise(line)
         seen = self.candidates.get(key)
         if seen is not None:
             seen.count += 1
             return None
-        score, sig, reasons, quiet = verdict
-        raised_in = self._raised_in(line) if sig is None else None
+        raised_in = self._raised_in(line, statement is not None) if sig is None else None
         if raised_in is not None:
             sig = raised_in
             score = max(score, sig.weight + EXCEPTION_BONUS)
@@ -256,11 +267,19 @@ class RootCauseFinder:
             del self.candidates[worst]
         return cand
 
-    def _raised_in(self, line: str) -> Signature | None:
+    def _failed_assert(self, line: str) -> tuple[int, str] | None:
+        """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""
+        if self._code is None or normalise(line) != "AssertionError":
+            return None
+        if not strip_line_prefix(self._code[1]).lstrip().startswith("assert "):
+            return None
+        return self._code
+
+    def _raised_in(self, line: str, exception: bool = False) -> Signature | None:
         """For a generic exception, what the place it was raised says (its last traceback frame): a model
         registry's lookup, an engine's argument and config validation, an attention backend, a quantization
         layer (the first of these that matches)."""
-        if self._frame is None or not EXCEPTION_LINE.search(line):
+        if self._frame is None or not (exception or EXCEPTION_LINE.search(line)):
             return None
         return next((sig for places, sig in self.raised_in if places.search(self._frame)), None)
 
