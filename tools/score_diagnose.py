@@ -33,7 +33,8 @@ def cases(dirs: list[Path]) -> list[tuple[Path, dict]]:
     return out
 
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # diagnose reads lines without colour codes; so are labels compared
+# diagnose reads lines without colour codes (nor rsyslog's #033 escapes of them); so are labels compared
+ANSI = re.compile(r"(?:\x1b|#033)\[[0-9;?]*[A-Za-z]")
 
 
 def score(path: Path, case: dict) -> dict:

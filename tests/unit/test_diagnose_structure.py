@@ -223,6 +223,21 @@ def test_terminal_colour_codes_are_not_part_of_a_line() -> None:
     assert report.diagnosis.root_cause_line.startswith("(EngineCore_DP0 pid=7) ERROR 07-31")
 
 
+def test_a_service_log_read_from_syslog_keeps_its_messages() -> None:
+    """rsyslog escapes the colour codes (#033[1;36m) and puts its own prefix before each line."""
+    log = (
+        "Apr  3 17:38:57 gpu52 vllm[140343]: #033[1;36m(VllmWorker rank=3 pid=140343)#033[0;0m Traceback (most "
+        "recent call last):\n"
+        "Apr  3 17:38:57 gpu52 vllm[140343]: #033[1;36m(VllmWorker rank=3 pid=140343)#033[0;0m OSError: "
+        "/root/.cache/torch_extensions/py312_cu124/xgrammar/xgrammar.so: cannot open shared object file: No such "
+        "file or directory\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "import_dependency_error"
+    assert "#033" not in report.diagnosis.root_cause_line
+    assert "xgrammar.so" in report.diagnosis.remedy
+
+
 def test_signature_ids_are_unique() -> None:
     ids = [s.id for s in load_signatures()]
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)

@@ -42,7 +42,9 @@ def get_engine(name: str) -> EngineAdapter:
 @cache
 def _any_line_prefix() -> re.Pattern[str]:
     # Indentation, box-drawing pipes and torch.distributed's rank tag come before any engine's own prefix.
-    prefixes = [r"[\s|]+", r"\[rank\d+\]:\s*"]
+    # syslog's `Apr  3 17:38:57 host unit[pid]: ` too (a systemd service's log read from /var/log/syslog)
+    syslog = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s*"
+    prefixes = [r"[\s|]+", r"\[rank\d+\]:\s*", syslog]
     prefixes += [a.line_prefix.pattern for a in ENGINES.values() if a.line_prefix is not None]
     return re.compile("^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")")
 

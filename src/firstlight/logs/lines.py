@@ -11,11 +11,12 @@ from typing import BinaryIO
 _SPLIT = re.compile(rb"[\r\n]")
 MAX_SEGMENT = 64 * 1024  # a pathological line without newlines is cut, never held whole in memory
 _DIGITS = re.compile(r"\d+")
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+# also as rsyslog writes them to /var/log/syslog (#033[1;36m: control characters escaped in octal)
+_ANSI = re.compile(rb"(?:\x1b|#033)\[[0-9;?]*[A-Za-z]")
 
 
 def _text(segment: bytes) -> str:
-    if b"\x1b" in segment:
+    if b"\x1b" in segment or b"#033[" in segment:
         segment = _ANSI.sub(b"", segment)
     return segment.decode("utf-8", "replace")
 
