@@ -290,3 +290,30 @@ AssertionError
     assert report.diagnosis.root_cause_line.strip() == "assert self.total_num_heads % tp_size == 0"
     assert report.diagnosis.line == 3
     assert report.diagnosis.category == "invalid_config"  # the divisibility check, told as an assert
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        # Xinference puts the worker's address inside the exception's message
+        (
+            "ImportError: [address=0.0.0.0:40067, pid=32176] cannot import name 'build_regex_from_schema' from "
+            "'outlines.fsm.json_schema' (/env/lib/python3.10/site-packages/outlines/fsm/json_schema.py)",
+            "library_version_mismatch",
+        ),
+        (
+            "ValueError: awq quantization requires some operators from vllm. Please install vllm by "
+            "`pip install vllm==0.9.0.1`",
+            "import_dependency_error",
+        ),
+    ],
+)
+def test_dependency_messages_in_other_words(line: str, category: str) -> None:
+    assert diagnose_text(line + "\n").diagnosis.category == category
+
+
+def test_a_program_that_says_it_aborts_its_start_failed_there() -> None:
+    log = "[06-17 13:05:59] Server warmup failed; aborting startup: Invalid port: ':'\nTraceback (most recent call last):\n"
+    report = diagnose_text(log)
+    assert report.outcome == "failed"
+    assert report.diagnosis.root_cause_line.startswith("[06-17 13:05:59] Server warmup failed; aborting startup")

@@ -91,13 +91,15 @@ _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted withou
 # glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), a glog
 # line at severity E or F (`E0608 10:49:50.145396 474 ucx_utils.cpp:592] ...`: Triton server, UCX/NIXL, gRPC),
 # Python logging's common `asctime - name - ERROR - message` format (LMDeploy, Xinference), ggml's aborts
-# (`GGML_ASSERT(x) failed`, GGML_ABORT's `file.cpp:748: message`), ptxas (`ptxas ..., line 372; error   : ...`).
+# (`GGML_ASSERT(x) failed`, GGML_ABORT's `file.cpp:748: message`), ptxas (`ptxas ..., line 372; error   : ...`), a
+# program's own `aborting startup: reason`.
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
     r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
-    r"|GGML_ASSERT\(.*\) failed|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
+    r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed"
+    r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
 )
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
