@@ -101,7 +101,8 @@ TRIGGER = re.compile(
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
 # path (`huggingface_hub.errors.OfflineModeIsEnabled: …`).
 EXCEPTION_LINE = re.compile(
-    r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|(?:[a-z_]\w*\.)+[A-Z]\w+(?=:\s))"
+    r"(?:^|[\s|:\]\)>-])(?P<exc>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)|Exception(?=:\s)"
+    r"|(?:[a-z_]\w*\.)+[A-Z]\w+(?=:\s))"
     r"(?::\s*(?P<msg>.*))?$"
 )
 
