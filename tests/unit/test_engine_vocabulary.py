@@ -14,6 +14,9 @@ DeepGEMM and vllm-ascend (their git histories), MLC-LLM and Xinference (release 
 in a code index; approximate versions): the messages diagnose places in the category that reading gave them.
 A fourth reading (2026-12-01) added the Vulkan result codes (Vulkan-Headers), Apple dyld's library errors, ptxas's
 architecture errors and ggml's aborts, allocation and file-magic messages (llama.cpp), found missing by held-out logs.
+A fifth reading (2026-12-01) of vLLM 0.10-0.33 and SGLang 0.4.10-0.5.23 (PyPI releases), TGI (git, v3.3.7) and
+llama.cpp (a code index) added the newest wordings of their start-up checks (speculative decoding, DP attention,
+LoRA, backends per model, memory budgets), those diagnosed in the category the reading gave them.
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in
