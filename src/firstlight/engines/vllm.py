@@ -182,6 +182,7 @@ VLLM = EngineAdapter(
         r"Failed core proc",
         r"Error executing method",
         r"RuntimeError: Worker failed",
+        r"Worker proc \S+ died unexpectedly",  # the worker's own lines say why; exit code -9 is often the OOM killer
     ),
     fingerprints=compile_all(
         r"\((APIServer|EngineCore(_DP\d+)?|VllmWorker[-\w]*|Worker[_\w]*|RayWorkerWrapper) pid=\d+\)",
