@@ -317,3 +317,52 @@ def test_a_program_that_says_it_aborts_its_start_failed_there() -> None:
     report = diagnose_text(log)
     assert report.outcome == "failed"
     assert report.diagnosis.root_cause_line.startswith("[06-17 13:05:59] Server warmup failed; aborting startup")
+
+
+def test_a_hang_is_told_by_the_last_line_the_log_has() -> None:
+    log = """\
+[2025-02-18 09:34:05 TP0] Init torch distributed begin.
+[2025-02-18 09:34:05 TP0] sglang is using nccl==2.21.5
+NCCL version 2.21.5+cuda12.4
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "not_ready" and report.last_phase == "distributed_init"
+    assert report.diagnosis.root_cause_line == "NCCL version 2.21.5+cuda12.4"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NCCL's INFO: a network plugin it does not find, and falls back from
+        "gpu-0:936:936 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object file",
+        # Python logging's `name - WARNING - message`
+        "2026-03-13 10:15:05,676 - lmdeploy - WARNING - transformers.py:22 - LMDeploy requires transformers version: "
+        "[4.33.0 ~ 4.57.3], but found version: 5.2.0",
+    ],
+)
+def test_info_and_warning_lines_in_other_formats_are_quiet(line: str) -> None:
+    report = diagnose_text(f"[2025-02-18 09:34:05 TP0] Init torch distributed begin.\n{line}\n")
+    assert report.outcome == "not_ready"
+
+
+def test_an_error_a_tool_relays_at_its_own_info_level_keeps_its_level() -> None:
+    log = """\
+INFO     Starting vllm serve on port 51234
+INFO     OSError: [Errno 48] Address already in use
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "port_in_use"
+
+
+def test_a_single_gpu_sglang_log_is_sglangs_though_transformers_warns_in_it() -> None:
+    log = "\n".join(
+        ["[transformers] Unrecognized keys in `rope_parameters` for 'rope_type'='default'"] * 5
+        + [
+            "[2026-08-01 23:37:49] Init torch distributed begin.",
+            "[2026-08-01 23:37:50] Load weight begin. avail mem=115.36 GB",
+            "[2026-08-01 23:39:39] Load weight end. elapsed=109.33 s, type=LagunaForCausalLM, avail mem=47.80 GB",
+            "[2026-08-01 23:40:01] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 148717",
+        ]
+    )
+    report = diagnose_text(log)
+    assert report.engine == "sglang" and report.last_phase == "kv_cache_allocated"

@@ -115,7 +115,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside))
         finder.feed(line_no, text, shape)
     progress_line = last_event_line[0] if last_event_line else 0
-    return _conclude(engine, adapter, phases, finder, last_event_line or last_line, progress_line, count)
+    return _conclude(engine, adapter, phases, finder, last_line, progress_line, count)
 
 
 def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:

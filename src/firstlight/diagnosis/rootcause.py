@@ -76,7 +76,12 @@ _QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
     r"|\s(?:INFO|DEBUG)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)"
     r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
+    # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
+    r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
 )
+# A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
+# [Errno 48] ...`): the relayed line keeps its own level.
+_RELAYED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^\W*(?:INFO|DEBUG)\s+[\w.]*(?:Error|Exception):\s")
 
 
 # What a line is: a wrapper, a scored candidate (score, signature, how the score came about, logged at
@@ -322,7 +327,7 @@ class RootCauseFinder:
             reasons.append("an error-level line")
         else:
             return None
-        quiet = _QUIET_LEVEL.search(line) is not None
+        quiet = _QUIET_LEVEL.search(line) is not None and _RELAYED_ERROR.search(line) is None
         if quiet:
             score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")

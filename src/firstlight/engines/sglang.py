@@ -144,8 +144,9 @@ SGLANG = EngineAdapter(
         ),
         ("weights_loaded", r"Load weight end\."),
         ("kv_cache_allocated", r"KV Cache is allocated\.|Memory pool end\."),
-        ("cuda_graph_capture", r"Capture .*(cuda|CUDA) graph begin"),
-        ("cuda_graph_done", r"Capture .*(cuda|CUDA) graph end"),
+        # Ascend builds capture "npu graph"
+        ("cuda_graph_capture", r"Capture .*(cuda|CUDA|npu|NPU) graph begin"),
+        ("cuda_graph_done", r"Capture .*(cuda|CUDA|npu|NPU) graph end"),
         ("http_listening", r"Uvicorn running on |Application startup complete\."),
         ("warmup_done", r"\"POST /generate HTTP/1\.1\" 200"),
     ),
@@ -173,11 +174,15 @@ SGLANG = EngineAdapter(
     # and utils/common.py logs an optional module it could not import ("Failed to import amdsmi with
     # ModuleNotFoundError(...)") and runs on without it
     ignored_errors=compile_all(
-        r"Ignore import error when loading sglang\.srt\.models\.", r"Failed to import \w+ with \w+(Error|Exception)\("
+        r"Ignore import error when loading sglang\.srt\.models\.",
+        r"Failed to import \w+ with \w+(Error|Exception)\(",
+        r"Failed to load generation config for",  # it serves without one
     ),
     fingerprints=compile_all(
         r"\bsglang[./:]",
         r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?( DP\d+)?( PP\d+)?( TP\d+)",
+        # its own start-up lines, which a single-GPU log writes without a rank tag
+        r"ServerArgs\(|Load weight (begin|end)\.|KV Cache is allocated\.|Init torch distributed begin\.",
         r"Scheduler hit an exception",
         r"The server is fired up",
         r"sgl[_-]kernel",

@@ -44,7 +44,12 @@ TRANSFORMERS = EngineAdapter(
         ),
     ),
     ready_line=re.compile(r"Application startup complete\."),
-    fingerprints=compile_all(r"\[transformers\]", r"transformers serve", r"\btransformers/"),
+    # transformers serve's own lines; a bare "[transformers]" prefix is the library's, in every engine's log
+    fingerprints=compile_all(
+        r"\[transformers\] (Loading \S+@|\[Request received\]|Ignoring unsupported fields)",
+        r"transformers serve",
+        r"\btransformers/",
+    ),
     # every engine reads the model's config through transformers: its configuration classes validate it
     config_sources=(r"transformers/configuration_utils\.py", r"transformers/models/\w+/configuration_\w+\.py"),
     registry_sources=(r"transformers/models/auto/(configuration|modeling|tokenization|auto_factory)\w*\.py",),

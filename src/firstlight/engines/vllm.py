@@ -121,11 +121,15 @@ VLLM = EngineAdapter(
             r"rank \d+ in world size \d+ is assigned as|"
             r"Connecting to existing Ray cluster|Started a local Ray instance",
         ),
-        ("weights_loading", r"Starting to load model |Loading (safetensors|pt) checkpoint shards"),
+        (
+            "weights_loading",
+            r"Starting to load model |Loading (safetensors|pt) checkpoint shards|Using model weights format \[|"
+            r"Loading weights with BitsAndBytes quantization",
+        ),
         (
             "weights_loaded",
             r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?Gi?B|Loading model weights took|"
-            r"Loading (safetensors|pt) checkpoint shards:\s+100% Completed",
+            r"Loading (safetensors |pt )?checkpoint shards:\s+100%",
         ),
         (
             # V1 compiles the model between loading it and profiling memory for the KV cache
@@ -134,10 +138,10 @@ VLLM = EngineAdapter(
             r"Directly load the compiled graph|torch\.compile takes? [\d.]+ ?s in total",
         ),
         (
-            # V0 names the platform's blocks (# cuda blocks, # rocm blocks, # GPU blocks)
+            # V0 names the platform's blocks (# cuda, # rocm, # GPU blocks; the CPU and OpenVINO backends: # CPU blocks)
             "kv_cache_allocated",
-            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# (GPU|cuda|rocm|xpu|hpu|tpu|"
-            r"neuron|npu) blocks: \d+",
+            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# (GPU|CPU|cuda|rocm|xpu|hpu|"
+            r"tpu|neuron|npu) blocks: \d+",
         ),
         ("cuda_graph_capture", r"Capturing CUDA graph|Capturing cudagraphs|Capturing the model for CUDA graphs"),
         ("cuda_graph_done", r"Graph capturing finished in"),
