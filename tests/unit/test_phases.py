@@ -229,3 +229,29 @@ def test_a_v1_start_that_stops_while_compiling_is_told_about_torch_compile() -> 
     report = _diagnose_lines(lines)
     assert report.outcome == "not_ready" and report.last_phase == "torch_compile"
     assert report.diagnosis is not None and "--enforce-eager" in report.diagnosis.remedy
+
+
+def test_an_ollama_log_is_ollamas_with_the_runner_phases_inside() -> None:
+    """Constructed from Ollama's server lines (server/routes.go, llm/server.go) around its llama.cpp runner's."""
+    lines = [
+        'time=2025-10-16T04:14:43.202+02:00 level=INFO source=routes.go:1385 msg="Listening on 127.0.0.1:11434 '
+        '(version 0.11.11)"',
+        'time=2025-10-16T04:34:18.100+02:00 level=INFO source=server.go:400 msg="starting llama server" cmd="ollama '
+        'runner --model /m/blobs/sha256-1"',
+        "llama_model_loader: loaded meta data with 30 key-value pairs and 290 tensors from /m/blobs/sha256-1",
+        "load_tensors: loading model tensors, this can take a while... (mmap = false)",
+        "load_tensors:          CPU model buffer size =  4685.30 MiB",
+        "llama_kv_cache_unified:        CPU KV buffer size = 10240.00 MiB",
+        'time=2025-10-16T04:36:51.998+02:00 level=INFO source=server.go:1289 msg="llama runner started in 153.52 '
+        'seconds"',
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "ollama" and report.outcome == "ready"
+    assert [p.phase for p in report.phases] == [
+        "process_start",
+        "http_listening",
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "ready",
+    ]

@@ -64,6 +64,9 @@ def detect_engine(lines: Iterable[str]) -> str:
         for name, pattern in fingerprints.items():
             if pattern.search(line):
                 scores[name] += 1
+    for name, adapter in ENGINES.items():
+        if adapter.wraps and scores.get(name):
+            scores[name] += sum(scores.pop(inner, 0) for inner in adapter.wraps)
     best = max(scores, key=lambda n: scores[n])
     return best if scores[best] > 0 else "unknown"
 

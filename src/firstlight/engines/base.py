@@ -192,6 +192,9 @@ class EngineAdapter:
     log_time: re.Pattern[str] | None = None
     # Lines that identify the engine in a log of unknown origin.
     fingerprints: tuple[re.Pattern[str], ...] = ()
+    # Engines whose output this one's log carries (Ollama runs llama.cpp's runner): where this engine's own
+    # lines appear, theirs count for it.
+    wraps: tuple[str, ...] = ()
     # What usually hangs after a phase, said only of this engine (added to the general hint).
     hang_hints: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"

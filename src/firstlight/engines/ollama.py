@@ -1,0 +1,30 @@
+"""Ollama, whose logs firstlight reads but does not launch: its own server lines (Go's structured logging,
+`time=... level=INFO source=routes.go:1385 msg="..."`) around the output of the llama.cpp runner it starts for
+each model, so its phases are the runner's plus its own."""
+
+from __future__ import annotations
+
+import re
+
+from firstlight.engines.base import EngineAdapter, compile_all
+from firstlight.engines.llama_cpp import LLAMA_CPP
+from firstlight.logs import aside_rules, phase_rules
+
+OLLAMA = EngineAdapter(
+    name="ollama",
+    phases=(
+        *phase_rules(("weights_loading", r'msg="(starting llama server|loading model)')),
+        *(rule for rule in LLAMA_CPP.phases if not rule.aside),
+        # the server listens at start and loads a model when one is asked for
+        *aside_rules(("http_listening", r'msg="Listening on ')),
+    ),
+    progress=LLAMA_CPP.progress,
+    ready_line=re.compile(r"llama runner started in [\d.]+ ?s"),
+    error_line=re.compile(r"\blevel=ERROR\b"),
+    line_prefix=re.compile(r'time=\S+ level=\w+ source=[\w./-]+:\d+ msg="?'),
+    log_time=re.compile(r"\btime=(?P<ts>\d{4}-\d\d-\d\dT[\d:.]+)"),
+    fingerprints=compile_all(r"\blevel=\w+ source=[\w./-]+\.go:\d+ msg=", r"\bollama\b"),
+    wraps=("llama.cpp",),
+    health_path="/",
+)
+ADAPTERS = (OLLAMA,)
