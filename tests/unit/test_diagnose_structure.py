@@ -366,3 +366,46 @@ def test_a_single_gpu_sglang_log_is_sglangs_though_transformers_warns_in_it() ->
     )
     report = diagnose_text(log)
     assert report.engine == "sglang" and report.last_phase == "kv_cache_allocated"
+
+
+def test_a_line_that_restates_an_exception_yields_to_the_exception() -> None:
+    """vLLM V0's worker states the message, then its traceback shows the exception: the exception is the cause."""
+    log = """\
+(VllmWorkerProcess pid=67) ERROR 11-05 03:21:52 multiproc_worker_utils.py:233] Exception in worker VllmWorkerProcess while processing method determine_num_available_blocks: CUDA out of memory. Tried to allocate 1.95 GiB.
+(VllmWorkerProcess pid=67) ERROR 11-05 03:21:52 multiproc_worker_utils.py:233] Traceback (most recent call last):
+(VllmWorkerProcess pid=67) ERROR 11-05 03:21:52 multiproc_worker_utils.py:233]   File "/v/vllm/worker/worker.py", line 195, in determine_num_available_blocks
+(VllmWorkerProcess pid=67) ERROR 11-05 03:21:52 multiproc_worker_utils.py:233]     self.model_runner.profile_run()
+(VllmWorkerProcess pid=67) ERROR 11-05 03:21:52 multiproc_worker_utils.py:233] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB.
+"""
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "cuda_oom"
+    assert "torch.OutOfMemoryError" in report.diagnosis.root_cause_line
+    alone = diagnose_text(log.splitlines()[0] + "\n")
+    assert alone.diagnosis.category == "cuda_oom"  # alone, the statement still names the cause
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        (
+            "[TM][FATAL][0814.22:31:20.267204][gemm.cu:327] No feasible kernel found for the problem: "
+            "sm75_f16_e4m3b128_f16_ttt_fff_8x2048x1024_1",
+            "hardware_unsupported",
+        ),
+        ("error: invalid value 'True' for '--disable-custom-kernels'", "invalid_config"),  # clap (TGI)
+        (
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to "
+            "a newer version, or use an earlier cuda container: unknown",
+            "cuda_driver_mismatch",
+        ),
+        ("error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "cuda_oom"),
+        (
+            "AttributeError: Qwen2Tokenizer has no attribute all_special_tokens_extended. Did you mean: "
+            "'num_special_tokens_to_add'?",
+            "library_version_mismatch",
+        ),
+    ],
+)
+def test_messages_of_runtimes_under_the_engines(line: str, category: str) -> None:
+    report = diagnose_text(line + "\n")
+    assert report.outcome == "failed" and report.diagnosis.category == category

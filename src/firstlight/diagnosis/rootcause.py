@@ -41,6 +41,7 @@ from firstlight.diagnosis.signatures import (
     ignored_errors,
     load_signatures,
     registry_sources,
+    restating_lines,
     wrapper_lines,
 )
 from firstlight.engines import strip_line_prefix
@@ -60,6 +61,7 @@ QUIET_CEILING = 0.28  # a line logged at INFO/WARNING stays below any exception 
 CAUSAL_BAND = 0.1  # named causes this close in strength are ordered by time, not score
 DETAIL_SPAN = 3  # a message's own detail follows it this closely (NCCL's "Last error:", pydantic's field line)
 IGNORED_FACTOR = 0.3  # an error the engine says it ignores ranks below any exception it did not ignore
+RESTATED = CAUSAL_BAND + 0.01  # a line that restates an exception shown after it ranks just out of its band
 FAILED_SCORE = 0.45  # a candidate this strong means the launch failed
 UNKNOWN_CONFIDENCE = 0.2
 QUIET_CONFIDENCE = 0.8
@@ -193,6 +195,7 @@ class RootCauseFinder:
         )
         self.raised_in = tuple((rx, sig) for rx, sig in places if rx is not None)
         self.ignored_rx = ignored_errors()
+        self.restating_rx = restating_lines()
         self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
         self._code: tuple[int, str] | None = None  # the source line under the last frame: a bare assert's statement
@@ -331,6 +334,9 @@ class RootCauseFinder:
         if quiet:
             score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
+        if self.restating_rx is not None and self.restating_rx.search(line):
+            score -= RESTATED
+            reasons.append(f"restates an exception shown after it (-{RESTATED})")
         if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
             score *= IGNORED_FACTOR
             reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")

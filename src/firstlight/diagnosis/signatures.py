@@ -94,7 +94,7 @@ TRIGGER = re.compile(
     r"panicked|\[type=\w+, input_value=|real length|Each process is one gpu|not healthy|\$\{|multi-modal models|"
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
-    r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|"
+    r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"
 )
 
@@ -122,6 +122,12 @@ def wrapper_lines() -> re.Pattern[str]:
     """Every wrapper: the generic ones and every engine's, in one pattern (a log's engine may be unknown)."""
     engine_wrappers = [p.pattern for a in ENGINES.values() for p in a.wrapper_lines]
     return re.compile("|".join(f"(?:{p})" for p in (GENERIC_WRAPPERS, *engine_wrappers)))
+
+
+@cache
+def restating_lines() -> re.Pattern[str] | None:
+    """Lines that state the message of an exception the log then shows in full (every engine's)."""
+    return _any_of([p.pattern for a in ENGINES.values() for p in a.restating_lines])
 
 
 @cache

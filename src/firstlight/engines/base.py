@@ -174,6 +174,9 @@ class EngineAdapter:
     fatal_lines: tuple[re.Pattern[str], ...] = ()
     # Lines that only say that something failed before them (the diagnosis looks past them for the cause).
     wrapper_lines: tuple[re.Pattern[str], ...] = ()
+    # Lines that state an exception's message before the traceback that shows the exception itself: a cause when
+    # alone, but the exception's own line is the one to show.
+    restating_lines: tuple[re.Pattern[str], ...] = ()
     # Source files (path fragments, regexes) where the engine validates its arguments and configuration: a
     # generic exception raised there (the last traceback frame before it) is about the settings.
     config_sources: tuple[str, ...] = ()
