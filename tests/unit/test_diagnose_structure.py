@@ -409,3 +409,18 @@ def test_a_line_that_restates_an_exception_yields_to_the_exception() -> None:
 def test_messages_of_runtimes_under_the_engines(line: str, category: str) -> None:
     report = diagnose_text(line + "\n")
     assert report.outcome == "failed" and report.diagnosis.category == category
+
+
+def test_a_named_error_that_recurs_after_the_ready_line_fails_the_launch() -> None:
+    """llama-server's warm-up ran out of Metal memory and it carried on to ready; the first request ran out again."""
+    log = """\
+llama_kv_cache_init:      Metal KV buffer size = 49152.00 MiB
+error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)
+main: model loaded
+srv  update_slots: all slots are idle
+slot launch_slot_: id  0 | task 0 | processing task
+error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)
+"""
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom"
+    assert report.diagnosis.repeats == 2

@@ -153,6 +153,7 @@ class Candidate:
     before: list[str]
     after: list[str] = field(default_factory=list)
     count: int = 1
+    last_seen: int = 0  # the line of its last repeat (0: never repeated)
     reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
     quiet: bool = False  # logged at INFO/WARNING
 
@@ -256,6 +257,7 @@ class RootCauseFinder:
         seen = self.candidates.get(key)
         if seen is not None:
             seen.count += 1
+            seen.last_seen = line_no
             return None
         raised_in = self._raised_in(line, statement is not None) if sig is None else None
         if raised_in is not None:
@@ -349,7 +351,7 @@ class RootCauseFinder:
     def best(self, after: int = 0) -> Candidate | None:
         """The most likely cause (among the lines after line `after`, when given): the strongest, or the
         earliest named cause about as strong as it (a cause comes before its consequences)."""
-        found = [c for c in self.candidates.values() if c.line_no > after]
+        found = [c for c in self.candidates.values() if max(c.line_no, c.last_seen) > after]
         if not found:
             return None
         top = min(found, key=_rank)
