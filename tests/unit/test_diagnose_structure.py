@@ -9,7 +9,7 @@ import io
 import pytest
 
 from firstlight.diagnosis import diagnose_lines
-from firstlight.diagnosis.rootcause import is_settings_dump
+from firstlight.diagnosis.levels import is_settings_dump
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, load_signatures
 from firstlight.logs import iter_lines
 

@@ -25,6 +25,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, QUIET_LEVEL, RELAYED_ERROR, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
@@ -74,61 +75,12 @@ BROAD_WEIGHT = 0.8
 BROAD_CONFIDENCE = 0.65
 
 
-_QUIET_LEVEL = re.compile(
-    r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
-    r"|\s(?:INFO|DEBUG)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)"
-    r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
-    # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
-    r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
-)
-# A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
-# [Errno 48] ...`): the relayed line keeps its own level.
-_RELAYED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^\W*(?:INFO|DEBUG)\s+[\w.]*(?:Error|Exception):\s")
-
-
 # What a line is: a wrapper, a scored candidate (score, signature, how the score came about, logged at
 # INFO/WARNING), or nothing.
 Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
-
-# A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
-# `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher), a failed
-# glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), a glog
-# line at severity E or F (`E0608 10:49:50.145396 474 ucx_utils.cpp:592] ...`: Triton server, UCX/NIXL, gRPC),
-# Python logging's common `asctime - name - ERROR - message` format (LMDeploy, Xinference), ggml's aborts
-# (`GGML_ASSERT(x) failed`, GGML_ABORT's `file.cpp:748: message`), ptxas (`ptxas ..., line 372; error   : ...`), a
-# program's own `aborting startup: reason`.
-# Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
-ERROR_MESSAGE = re.compile(
-    r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
-    r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
-    r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
-    r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed"
-    r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
-)
-
-# A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
-# `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`): a cause only if
-# nothing that stopped the launch is found.
-CARRIES_ON = re.compile(
-    r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without|"
-    r"may not be usable|may not work|you can ignore this warning)\b"
-)
-
-# A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.
-_SETTING = re.compile(r"\b\w+=|'\w+': |[\s\[,(]['\"]?--\w")
-DUMP_SETTINGS = 6
-
-
-def is_settings_dump(line: str) -> bool:
-    """A configuration dump or an argument echo (`Initializing a V1 LLM engine ... with config: ...`,
-    `server_args=ServerArgs(...)`, `Starting ... with args: ['--trust-remote-code', ...]`): not a cause,
-    unless it is an exception's own message (pydantic puts the rejected settings after the reason)."""
-    if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
-        return False  # the cheap count spares the regex for most lines
-    return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line) and "error, " not in line
 
 
 def _rank(c: Candidate) -> tuple[float, int]:
@@ -332,7 +284,7 @@ class RootCauseFinder:
             reasons.append("an error-level line")
         else:
             return None
-        quiet = _QUIET_LEVEL.search(line) is not None and _RELAYED_ERROR.search(line) is None
+        quiet = QUIET_LEVEL.search(line) is not None and RELAYED_ERROR.search(line) is None
         if quiet:
             score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
