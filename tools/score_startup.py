@@ -17,25 +17,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from score_diagnose import ANSI, cases, pct
+
 from firstlight.diagnosis import diagnose_file
-
-
-def cases(dirs: list[Path]) -> list[tuple[Path, dict]]:
-    out = []
-    for d in dirs:
-        for index in sorted(d.rglob("index.jsonl")):
-            for line in index.read_text().splitlines():
-                if line.strip():
-                    case = json.loads(line)
-                    out.append((index.parent / f"{case['id']}.log", case))
-    return out
 
 
 def score(path: Path, case: dict) -> dict:
     report = diagnose_file(path)
-    lines = path.read_text(errors="replace").splitlines()
+    # numbered as diagnose numbers them: by "\n" only (a progress bar's "\r" redraws share their line)
+    lines = [ANSI.sub("", x.decode("utf-8", "replace")) for x in path.read_bytes().split(b"\n")]
     found = {p.phase: lines[p.line - 1].strip() if 0 < p.line <= len(lines) else "" for p in report.phases}
-    wanted: dict[str, str] = case["phases"]
+    wanted = {phase: ANSI.sub("", line) for phase, line in case["phases"].items()}
     hit = [p for p in wanted if p in found]
     return {
         "log": str(path),
@@ -51,10 +43,6 @@ def score(path: Path, case: dict) -> dict:
         "got_lines": {p: found[p][:160] for p in found},
         "diagnosis": report.diagnosis.root_cause_line[:160] if report.diagnosis else "",
     }
-
-
-def pct(n: int, total: int) -> str:
-    return f"{n}/{total} ({100 * n / total:.0f}%)" if total else "0/0"
 
 
 def main() -> int:

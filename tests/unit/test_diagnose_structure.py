@@ -260,8 +260,10 @@ def test_native_code_aborts_and_error_severities_are_fatal_lines(line: str) -> N
 
 
 def test_a_glog_line_at_info_is_not_an_error() -> None:
-    report = diagnose_text("I0608 10:49:50.145396     474 server.cc:592] Loading model failed=0 models=3\n")
-    assert report.outcome == "not_ready"
+    line = "I0608 10:49:50.145396     474 server.cc:592] Polling the model repository; unable: 0 models"
+    report = diagnose_text(f"load_tensors: loading model tensors, this can take a while...\n{line}\n")
+    assert report.outcome == "not_ready" and report.candidates == []
+    assert diagnose_text(f"{line.replace('I0608', 'E0608')}\n").outcome == "failed"  # the same line at severity E
 
 
 def test_a_loader_line_that_carries_its_reason_is_the_cause_not_a_summary() -> None:
@@ -424,3 +426,19 @@ error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory
     report = diagnose_text(log)
     assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom"
     assert report.diagnosis.repeats == 2
+
+
+def test_a_bare_assertion_logged_as_a_warning_stays_quiet_and_its_evidence_shows_both_lines() -> None:
+    log = """\
+  File "/sgl/python/sglang/srt/models/qwen2.py", line 151, in __init__
+    assert self.total_num_heads % tp_size == 0
+WARNING 01-01 00:00:00 [loader.py:1] AssertionError
+"""
+    report = diagnose_text(log)
+    top = report.candidates[0]
+    assert top["text"].strip() == "assert self.total_num_heads % tp_size == 0"
+    assert top["score"] <= 0.28 and any("divisibility" in why for why in top["why"])
+    assert report.outcome == "not_ready"  # a warning alone does not fail a launch
+    loud = diagnose_text(log.replace("WARNING", "ERROR"))
+    assert loud.diagnosis.evidence[-1].endswith("AssertionError")
+    assert sum("assert self.total_num_heads" in e for e in loud.diagnosis.evidence) == 1

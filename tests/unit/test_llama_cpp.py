@@ -26,10 +26,19 @@ FAILURES = DATA / "failures" / "llama-server"
 INDEX = [json.loads(line) for line in (FAILURES / "index.jsonl").read_text().splitlines()]
 ENGINE = get_engine("llama.cpp")
 
-# At the default verbosity: loading model → threadpool (context and KV cache exist) → slots (warm-up done)
-DEFAULT = ["process_start", "weights_loading", "kv_cache_allocated", "warmup_done", "ready"]
+# At the default verbosity: loading model → threadpool (context and KV cache exist) → slots (warm-up done) →
+# model loaded; this build listens for HTTP right after (recorded aside: the launch was ready already)
+DEFAULT = ["process_start", "weights_loading", "kv_cache_allocated", "warmup_done", "ready", "http_listening"]
 # `-lv 4` adds the weight buffer line
-VERBOSE = ["process_start", "weights_loading", "weights_loaded", "kv_cache_allocated", "warmup_done", "ready"]
+VERBOSE = [
+    "process_start",
+    "weights_loading",
+    "weights_loaded",
+    "kv_cache_allocated",
+    "warmup_done",
+    "ready",
+    "http_listening",
+]
 
 
 @pytest.mark.parametrize(
@@ -49,6 +58,7 @@ def test_recorded_startups_reach_ready_through_the_phases(log: str, phases: list
     assert report.engine == "llama.cpp"
     assert report.outcome == "ready"
     assert [p.phase for p in report.phases] == phases
+    assert [p.phase for p in report.phases if p.aside] == ["http_listening"] and report.last_phase == "ready"
 
 
 def test_live_machine_wakes_the_prober_on_the_ready_line_but_never_enters_ready_itself() -> None:

@@ -255,3 +255,23 @@ def test_an_ollama_log_is_ollamas_with_the_runner_phases_inside() -> None:
         "kv_cache_allocated",
         "ready",
     ]
+
+
+def test_the_runner_lines_count_for_ollama_and_an_ollama_model_path_does_not() -> None:
+    """Constructed: Ollama's runner prints far more llama.cpp lines than Ollama prints its own; llama-server
+    pointed at a model in ~/.ollama is still llama-server."""
+    runner = [f"llama_model_loader: - kv {i:3d}: general.name str = m" for i in range(30)]
+    ollama = [
+        'time=2025-10-16T04:34:18.100+02:00 level=INFO source=server.go:400 msg="starting llama server"',
+        *runner,
+        'time=2025-10-16T04:36:51.998+02:00 level=INFO source=server.go:1289 msg="llama runner started in 3.5 seconds"',
+    ]
+    assert _diagnose_lines(ollama).engine == "ollama"
+    server = [
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 3",
+        "srv    load_model: loading model '/root/.ollama/models/blobs/sha256-6a0746a1ec1a'",
+        *runner,
+        "main: model loaded",
+    ]
+    report = _diagnose_lines(server)
+    assert report.engine == "llama.cpp" and report.outcome == "ready"

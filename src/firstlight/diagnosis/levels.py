@@ -19,6 +19,11 @@ QUIET_LEVEL = re.compile(
 RELAYED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^\W*(?:INFO|DEBUG)\s+[\w.]*(?:Error|Exception):\s")
 
 
+def is_quiet(line: str) -> bool:
+    """Logged at INFO, WARNING or DEBUG, and not an error relayed at a tool's own INFO."""
+    return QUIET_LEVEL.search(line) is not None and RELAYED_ERROR.search(line) is None
+
+
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
 # `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher), a failed
 # glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), a glog

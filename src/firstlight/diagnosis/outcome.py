@@ -68,7 +68,9 @@ class Report:
             "phases": [p.phase for p in self.phases],
             "last_phase": self.last_phase,
             "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
-            "phase_lines": [{"phase": p.phase, "line": p.line, "log_time": p.log_time} for p in self.phases],
+            "phase_lines": [
+                {"phase": p.phase, "line": p.line, "log_time": p.log_time, "aside": p.aside} for p in self.phases
+            ],
             "lines": self.lines,
         }
 

@@ -104,7 +104,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
     machine = adapter.machine(offline=True) if adapter else _union_machine()
     finder = RootCauseFinder()
     phases = [PhaseSeen("process_start", 1, None)]
-    last_event_line: tuple[int, str] | None = None
+    progress_line = 0  # the last line that showed progress (a phase or a progress line)
     last_line: tuple[int, str] | None = None
     count = 0
     for line_no, text in _chain(head, it):
@@ -113,11 +113,10 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
         shape = fold_digits(text)
         ev = machine.feed(text, line_no, shape)
         if ev is not None:
-            last_event_line = (line_no, text)
+            progress_line = line_no
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside))
         finder.feed(line_no, text, shape)
-    progress_line = last_event_line[0] if last_event_line else 0
     return _conclude(engine, adapter, phases, finder, last_line, progress_line, count)
 
 
@@ -160,7 +159,8 @@ def _decide(
     if where.phase == "ready":
         after = finder.failed_after(where.line)
         if after is not None:  # ready, then a fatal error: the server does not serve
-            rule = f"the engine's ready line (line {where.line}), then a named cause after it: failed"
+            again = f" (line {after.last_seen}; first on line {after.line_no})" if after.line_no < where.line else ""
+            rule = f"the engine's ready line (line {where.line}), then a named cause after it{again}: failed"
             return "failed", _from_candidate(after, finder), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()

@@ -25,7 +25,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, QUIET_LEVEL, RELAYED_ERROR, is_settings_dump
+from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
@@ -197,14 +197,18 @@ class RootCauseFinder:
                 self.wrappers.append((line_no, line))
             return None
         score, sig, reasons, quiet = verdict
+        before = list(self._recent)
+        after: list[str] = []
         statement = self._failed_assert(line)
         if statement is not None:  # `AssertionError` alone: the assert statement above it says what failed
+            exception = line
             line_no, line = statement
-            named = self._classify(fold_digits(line), line)
-            if isinstance(named, tuple) and named[1] is not None:
-                sig, score = named[1], named[1].weight + EXCEPTION_BONUS
-            score = max(score, GENERIC_EXCEPTION)
-            reasons = (*reasons, "the assert statement it failed on")
+            sig = max((s for s in self.signatures if s.pattern.search(line)), key=lambda s: s.weight, default=None)
+            base = sig.weight + EXCEPTION_BONUS if sig is not None else GENERIC_EXCEPTION
+            named = [f"signature {sig.id} ({sig.category}, weight {sig.weight})"] if sig is not None else []
+            score, level = self._level(exception, base)
+            reasons = ("the assert statement a bare AssertionError failed on", *named, *level)
+            before, after = before[:-1], [exception]
         key = normalise(line)
         seen = self.candidates.get(key)
         if seen is not None:
@@ -224,7 +228,7 @@ class RootCauseFinder:
             category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
             return None
-        cand = Candidate(score, line_no, line, category, sig, groups, list(self._recent), reasons=reasons, quiet=quiet)
+        cand = Candidate(score, line_no, line, category, sig, groups, before, after, reasons=reasons, quiet=quiet)
         self.candidates[key] = cand
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
@@ -284,8 +288,13 @@ class RootCauseFinder:
             reasons.append("an error-level line")
         else:
             return None
-        quiet = QUIET_LEVEL.search(line) is not None and RELAYED_ERROR.search(line) is None
-        if quiet:
+        score, level = self._level(line, score)
+        return score, best, (*reasons, *level), is_quiet(line)
+
+    def _level(self, line: str, score: float) -> tuple[float, list[str]]:
+        """The score as the line's level leaves it (quiet, restating an exception, carried on from), and why."""
+        reasons = []
+        if is_quiet(line):
             score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
         if self.restating_rx is not None and self.restating_rx.search(line):
@@ -294,7 +303,7 @@ class RootCauseFinder:
         if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
             score *= IGNORED_FACTOR
             reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
-        return score, best, tuple(reasons), quiet
+        return score, reasons
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""

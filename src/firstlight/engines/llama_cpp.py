@@ -69,7 +69,7 @@ LLAMA_CPP = EngineAdapter(
             ("warmup_done", r"(load_model|init): initializing(, n_slots| slots, n_slots) = \d+"),
         ),
         # llama-server (2025) listens before it loads the model, and answers 503 until it has (2026 builds
-        # listen after): either way a listening line is recorded where it is, without moving the machine.
+        # listen after it is loaded): either way a listening line is recorded where it is, without moving the machine.
         *aside_rules(("http_listening", r"listening on http|HTTP server (is )?listening|server is listening")),
     ),
     progress=progress_rules(

@@ -23,8 +23,8 @@ OLLAMA = EngineAdapter(
     error_line=re.compile(r"\blevel=ERROR\b"),
     line_prefix=re.compile(r'time=\S+ level=\w+ source=[\w./-]+:\d+ msg="?'),
     log_time=re.compile(r"\btime=(?P<ts>\d{4}-\d\d-\d\dT[\d:.]+)"),
-    fingerprints=compile_all(r"\blevel=\w+ source=[\w./-]+\.go:\d+ msg=", r"\bollama\b"),
+    # its own Go log lines only: a bare "ollama" is also in the path of a model llama-server loads from ~/.ollama
+    fingerprints=compile_all(r"\blevel=\w+ source=[\w./-]+\.go:\d+ msg="),
     wraps=("llama.cpp",),
-    health_path="/",
 )
 ADAPTERS = (OLLAMA,)

@@ -116,9 +116,9 @@ class PhaseMachine:
         matches = self._matching(line, shape)
         if not matches:
             return None
-        ahead = [r for r in matches if PHASE_INDEX[r.phase] > self.index]
-        aside = next((r for r in ahead if _is_aside(r) and r.phase not in self.seen), None)
-        if aside is not None and all(_is_aside(r) for r in ahead):
+        # a line that also moves the machine forward does that instead
+        aside = next((r for r in matches if _is_aside(r) and r.phase not in self.seen), None)
+        if aside is not None and not any(PHASE_INDEX[r.phase] > self.index for r in matches if not _is_aside(r)):
             self.seen.append(aside.phase)
             return PhaseEvent(aside.phase, True, line_no, line, log_time(line, self.clocks), aside=True)
         matches = tuple(r for r in matches if not _is_aside(r))
