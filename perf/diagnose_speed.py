@@ -1,4 +1,5 @@
-"""Time to diagnose a 10,000-line multi-rank log, and a large log, against reading the same file.
+"""Time to diagnose a 10,000-line multi-rank log, a few lines of 60 KB, and a large log, against reading the same
+file.
 
 Usage: python perf/diagnose_speed.py [--big-mb 1024] [--repeat 5]
 
@@ -78,6 +79,17 @@ def main() -> None:
             f"10,000 lines ({small.stat().st_size / 1e6:.1f} MB): diagnose {t_diag * 1000:.1f} ms, "
             f"peer (read and count lines) {t_read * 1000:.2f} ms, ratio {t_diag / t_read:.0f}x "
             f"[target < 200 ms: {'met' if t_diag < 0.2 else 'NOT met'}]"
+        )
+
+        # lines of tens of kilobytes without a break (a dumped tensor, a base64 blob): each a regex's worst case
+        wide = Path(tmp) / "wide.log"
+        blobs = ["a" * 60_000, "a." * 30_000, "a " * 30_000, "-" * 60_000, "error: " + "a/" * 30_000]
+        wide.write_text("\n".join([*blobs, *FAILURE]) + "\n")
+        t_wide = best_of(lambda: diagnose_file(wide), 1)
+        t_wide_read = best_of(lambda: read_only(wide), args.repeat)
+        print(
+            f"{len(blobs)} lines of 60 KB: diagnose {t_wide * 1000:.0f} ms, peer (read) {t_wide_read * 1000:.2f} ms, "
+            f"ratio {t_wide / t_wide_read:.0f}x"
         )
 
         big = Path(tmp) / "big.log"

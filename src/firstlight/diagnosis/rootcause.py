@@ -52,6 +52,9 @@ EVIDENCE_BEFORE = 3
 EVIDENCE_AFTER = 2
 MAX_CANDIDATES = 5000
 VERDICT_CACHE = 100_000
+# Signatures read a line's first MATCH_CHARS characters: a cause is stated at the start of its line, and a line of
+# tens of kilobytes (a dumped tensor, a base64 blob) must not cost a regex's worst case.
+MATCH_CHARS = 4000
 
 GENERIC_EXCEPTION = 0.3
 ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
@@ -268,10 +271,11 @@ class RootCauseFinder:
         if self.wrappers_rx.search(line):
             return "wrapper"
         best: Signature | None = None
+        probe = line[:MATCH_CHARS]
         for sig in self.signatures:
             if best is not None and sig.weight <= best.weight:
                 continue
-            if sig.pattern.search(line):
+            if sig.pattern.search(probe):
                 best = sig
         exc = EXCEPTION_LINE.search(line)
         reasons: list[str] = []
