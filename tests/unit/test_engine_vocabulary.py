@@ -18,7 +18,8 @@ A fifth reading (2026-12-01) of vLLM 0.10-0.33 and SGLang 0.4.10-0.5.23 (PyPI re
 llama.cpp (a code index) added the newest wordings of their start-up checks (speculative decoding, DP attention,
 LoRA, backends per model, memory budgets), those diagnosed in the category the reading gave them.
 The platform under the engines (Docker, the NVIDIA container toolkit, NVML, the Kubernetes scheduler, the Linux
-OOM killer) added their messages about GPUs, drivers and memory the same day.
+OOM killer) added their messages about GPUs, drivers and memory the same day. A sixth reading, of LMDeploy (git, HEAD 2026-08-21
+and v0.7.0), added its environment checks, TurboMind's CHECKs and its loaders' messages.
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in
