@@ -15,6 +15,7 @@ import json
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from firstlight.diagnosis import diagnose_file
@@ -60,21 +61,32 @@ def pct(n: int, total: int) -> str:
     return f"{n}/{total} ({100 * n / total:.0f}%)" if total else "0/0"
 
 
-def main() -> int:
+def scored(
+    score_one: Callable[[Path, dict], dict],
+) -> tuple[argparse.Namespace, list[dict], list[tuple[str, list[dict]]]]:
+    """The command line both scorers take (DIR... [--misses] [--json]), every case scored with `score_one`, and
+    the rows grouped per engine after "all". With --json the rows are printed and no group is returned."""
     ap = argparse.ArgumentParser()
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--misses", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = [score(p, c) for p, c in cases(args.dirs)]
+    rows = [score_one(p, c) for p, c in cases(args.dirs)]
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
-        return 0
+        return args, rows, []
     by_engine: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_engine[r["engine"]].append(r)
+    return args, rows, [("all", rows), *sorted(by_engine.items())]
+
+
+def main() -> int:
+    args, rows, groups = scored(score)
+    if args.json:
+        return 0
     print(f"{'':14} {'category':>14} {'root-cause line':>16}")
-    for name, rs in [("all", rows), *sorted(by_engine.items())]:
+    for name, rs in groups:
         cat = sum(r["category_ok"] for r in rs)
         line = sum(r["line_ok"] for r in rs)
         print(f"{name:14} {pct(cat, len(rs)):>14} {pct(line, len(rs)):>16}")

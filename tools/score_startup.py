@@ -11,13 +11,9 @@ reported that the labels do not have (each one a candidate false phase, or a pha
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections import defaultdict
 from pathlib import Path
 
-from score_diagnose import ANSI, cases, pct
+from score_diagnose import ANSI, pct, scored
 
 from firstlight.diagnosis import diagnose_file
 
@@ -46,20 +42,11 @@ def score(path: Path, case: dict) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dirs", nargs="+", type=Path)
-    ap.add_argument("--misses", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    rows = [score(p, c) for p, c in cases(args.dirs)]
+    args, rows, groups = scored(score)
     if args.json:
-        json.dump(rows, sys.stdout, indent=1)
         return 0
-    by_engine: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        by_engine[r["engine"]].append(r)
     print(f"{'':12} {'outcome':>14} {'phase recall':>16} {'on its line':>14} {'extra phases':>13}")
-    for name, rs in [("all", rows), *sorted(by_engine.items())]:
+    for name, rs in groups:
         wanted = sum(len(r["wanted"]) for r in rs)
         hit = sum(r["hit"] for r in rs)
         print(

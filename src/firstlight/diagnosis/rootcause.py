@@ -206,10 +206,10 @@ class RootCauseFinder:
         if statement is not None:  # `AssertionError` alone: the assert statement above it says what failed
             exception = line
             line_no, line = statement
-            sig = max((s for s in self.signatures if s.pattern.search(line)), key=lambda s: s.weight, default=None)
+            sig = self._signature(line)
             base = sig.weight + EXCEPTION_BONUS if sig is not None else GENERIC_EXCEPTION
             named = [f"signature {sig.id} ({sig.category}, weight {sig.weight})"] if sig is not None else []
-            score, level = self._level(exception, base)
+            score, level, _ = self._level(exception, base)
             reasons = ("the assert statement a bare AssertionError failed on", *named, *level)
             before, after = before[:-1], [exception]
         key = normalise(line)
@@ -270,13 +270,7 @@ class RootCauseFinder:
             return None
         if self.wrappers_rx.search(line):
             return "wrapper"
-        best: Signature | None = None
-        probe = line[:MATCH_CHARS]
-        for sig in self.signatures:
-            if best is not None and sig.weight <= best.weight:
-                continue
-            if sig.pattern.search(probe):
-                best = sig
+        best = self._signature(line)
         exc = EXCEPTION_LINE.search(line)
         reasons: list[str] = []
         if best is not None:
@@ -292,13 +286,26 @@ class RootCauseFinder:
             reasons.append("an error-level line")
         else:
             return None
-        score, level = self._level(line, score)
-        return score, best, (*reasons, *level), is_quiet(line)
+        score, level, quiet = self._level(line, score)
+        return score, best, (*reasons, *level), quiet
 
-    def _level(self, line: str, score: float) -> tuple[float, list[str]]:
-        """The score as the line's level leaves it (quiet, restating an exception, carried on from), and why."""
+    def _signature(self, line: str) -> Signature | None:
+        """The heaviest signature that names the line (read to its first MATCH_CHARS characters)."""
+        best: Signature | None = None
+        probe = line[:MATCH_CHARS]
+        for sig in self.signatures:
+            if best is not None and sig.weight <= best.weight:
+                continue
+            if sig.pattern.search(probe):
+                best = sig
+        return best
+
+    def _level(self, line: str, score: float) -> tuple[float, list[str], bool]:
+        """The score as the line's level leaves it (quiet, restating an exception, carried on from), why, and
+        whether the line is quiet."""
         reasons = []
-        if is_quiet(line):
+        quiet = is_quiet(line)
+        if quiet:
             score = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING)
             reasons.append(f"logged at INFO/WARNING (x{QUIET_LEVEL_FACTOR}, at most {QUIET_CEILING})")
         if self.restating_rx is not None and self.restating_rx.search(line):
@@ -307,7 +314,7 @@ class RootCauseFinder:
         if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
             score *= IGNORED_FACTOR
             reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
-        return score, reasons
+        return score, reasons, quiet
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""
