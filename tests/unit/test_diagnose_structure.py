@@ -250,6 +250,8 @@ def test_signature_ids_are_unique() -> None:
         "llama.cpp/ggml/src/ggml-backend.cpp:748: pre-allocated tensor (w) in a buffer (CUDA0_Split) that cannot run",
         "E0608 10:49:50.145396     474 ucx_utils.cpp:592] VRAM memory is detected as host by UCX.",  # glog, severity E
         "ptxas /tmp/compile-ptx-src-b5, line 372; error   : Feature '.bf16' requires .target sm_80 or higher",
+        'GGML_ASSERT: ggml-backend.c:224: buf != NULL && "tensor buffer not set"',  # ggml's assert before 2024
+        "CUDA error 2 at /go/src/github.com/ollama/ollama/llm/llama.cpp/ggml-cuda.cu:9132: out of memory",
     ],
 )
 def test_native_code_aborts_and_error_severities_are_fatal_lines(line: str) -> None:
@@ -442,3 +444,61 @@ WARNING 01-01 00:00:00 [loader.py:1] AssertionError
     loud = diagnose_text(log.replace("WARNING", "ERROR"))
     assert loud.diagnosis.evidence[-1].endswith("AssertionError")
     assert sum("assert self.total_num_heads" in e for e in loud.diagnosis.evidence) == 1
+
+
+@pytest.mark.parametrize("notice", ["[1]    3804384 segmentation fault (core dumped)", "Aborted (core dumped)"])
+def test_a_shells_crash_notice_means_the_process_died(notice: str) -> None:
+    """zsh and bash report a process that crashed; a log that ends on it failed, it did not hang."""
+    report = diagnose_text(f"llama_new_context_with_model: graph splits = 779\n{notice}\n")
+    assert report.outcome == "failed" and report.diagnosis.category == "unknown"
+
+
+VLLM_MOVED_ON = """\
+INFO 04-26 12:03:50 [core.py:77] Initializing a V1 LLM engine
+ERROR 04-26 12:03:57 [importing.py:60] ModuleNotFoundError: No module named 'triton_kernels'
+INFO 04-26 12:04:20 [gpu_model_runner.py:1] Starting to load model /m/Qwen2.5-7B...
+INFO 04-26 12:04:58 [gpu_model_runner.py:2] Model loading took 14.2 GiB and 37.5 seconds
+"""
+
+
+def test_an_error_the_launch_went_on_past_is_not_what_stopped_it() -> None:
+    """An error followed by a phase entered seconds later (by the log's own clock) did not stop the engine: the
+    cause is the fatal line after that phase, or, with none and no exit line, the log stopped printing."""
+    failed = diagnose_text(
+        VLLM_MOVED_ON + "ERROR 04-26 12:05:05 [core.py:1108] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 1.02 GiB. GPU 0 has a total capacity of 14.56 GiB of which 2 MiB is free.\n"
+    )
+    assert failed.outcome == "failed" and failed.diagnosis.category == "cuda_oom"
+    assert "went on past line 2" in failed.rule
+    stalled = diagnose_text(VLLM_MOVED_ON)
+    assert stalled.outcome == "not_ready" and stalled.diagnosis.category == "hang_timeout"
+    # the same error with the phase in the same second: nothing says the engine went on past it
+    same_second = diagnose_text(VLLM_MOVED_ON.replace("12:04:20", "12:03:57").replace("12:04:58", "12:03:58"))
+    assert same_second.outcome == "failed" and same_second.diagnosis.line == 2
+
+
+def test_vllm_falls_back_from_a_flash_attention_version_it_logs_as_an_error() -> None:
+    fa = (
+        "(EngineCore_DP0 pid=1) ERROR 07-31 15:52:18 [fa_utils.py:57] Cannot use FA version 2 is not supported due "
+        "to FA2 is only supported on devices with compute capability >= 8"
+    )
+    kernel = "(EngineCore_DP0 pid=1) ERROR 07-31 15:52:18 [core.py:708] RuntimeError: Triton Error [CUDA]: device kernel image is invalid"
+    report = diagnose_text(f"{fa}\n{kernel}\n")
+    assert report.diagnosis.line == 2 and report.diagnosis.category == "cuda_driver_mismatch"
+
+
+# Examples another signature of another category names first, on purpose: the line carries both causes.
+EXAMPLE_ELSEWHERE = {
+    "deepgemm_needs_newer_gpu": "model_arch_unsupported",  # names the architecture the kernel lacks
+    "config_value_error": "hardware_unsupported",  # its example is a compute-capability check
+    "attribute_missing_module": "unsupported_quantization_format",  # compressed-tensors' format enum
+    "import_error_generic": "library_version_mismatch",  # its example asks for a version
+    "llama_model_load_error": "model_arch_unsupported",  # its example names an unknown architecture
+}
+
+
+@pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
+def test_every_signatures_example_is_diagnosed_in_its_category(sig) -> None:
+    report = diagnose_text(sig.example + "\n")
+    assert report.diagnosis is not None, f"{sig.id}: its example is not an error line"
+    assert report.diagnosis.category == EXAMPLE_ELSEWHERE.get(sig.id, sig.category), sig.id

@@ -19,7 +19,11 @@ llama.cpp (a code index) added the newest wordings of their start-up checks (spe
 LoRA, backends per model, memory budgets), those diagnosed in the category the reading gave them.
 The platform under the engines (Docker, the NVIDIA container toolkit, NVML, the Kubernetes scheduler, the Linux
 OOM killer) added their messages about GPUs, drivers and memory the same day. A sixth reading, of LMDeploy (git, HEAD 2026-08-21
-and v0.7.0), added its environment checks, TurboMind's CHECKs and its loaders' messages.
+and v0.7.0), added its environment checks, TurboMind's CHECKs and its loaders' messages. A seventh reading
+(2026-12-01), of the libraries under the engines (PyTorch's allocators, CUDA and c10d; NCCL; huggingface_hub,
+safetensors, tokenizers and transformers' loaders and quantizers; Triton, FlashInfer, Ray, uvicorn, DeepSpeed, DeepEP
+and Mooncake; git histories, and a code index for PyTorch and Ray), added the messages diagnose places in the
+category that reading gave them.
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in

@@ -29,14 +29,16 @@ def is_quiet(line: str) -> bool:
 # glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), a glog
 # line at severity E or F (`E0608 10:49:50.145396 474 ucx_utils.cpp:592] ...`: Triton server, UCX/NIXL, gRPC),
 # Python logging's common `asctime - name - ERROR - message` format (LMDeploy, Xinference), ggml's aborts
-# (`GGML_ASSERT(x) failed`, GGML_ABORT's `file.cpp:748: message`), ptxas (`ptxas ..., line 372; error   : ...`), a
+# (`GGML_ASSERT(x) failed`, before 2024 `GGML_ASSERT: file.c:224: x`, GGML_ABORT's `file.cpp:748: message`, and its
+# CUDA checks `CUDA error 2 at ggml-cuda.cu:9132: out of memory`), ptxas (`ptxas ..., line 372; error   : ...`), a
 # program's own `aborting startup: reason`.
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
     r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
-    r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed"
+    r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
+    r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
 )
 

@@ -14,9 +14,13 @@ from pathlib import Path
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
-from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines
+from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
 
 DETECT_LINES = 2000
+# An error the launch went on past: a phase entered this long after it (by the log's own clock) shows the engine
+# did not stop there (vLLM logs a rejected attention backend at ERROR and falls back to another).
+CARRIED_ON_SECONDS = 5
+_CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)")
 
 # What usually hangs after each phase, for a log that stops without an error.
 HANG_HINTS: dict[str, str] = {
@@ -142,20 +146,21 @@ def _conclude(
     count: int,
 ) -> Report:
     report = Report("", engine, phases, None, count, finder.wrappers)
-    report.outcome, report.diagnosis, report.rule = _decide(adapter, report.where, finder, last, progress_line)
+    report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, progress_line)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
 
 
 def _decide(
     adapter: EngineAdapter | None,
-    where: PhaseSeen,
+    phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
     progress_line: int,
 ) -> tuple[str, Diagnosis | None, str]:
     """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that
     showed the engine making progress (a phase or a progress line)."""
+    where = next((p for p in reversed(phases) if not p.aside), phases[0])
     if where.phase == "ready":
         after = finder.failed_after(where.line)
         if after is not None:  # ready, then a fatal error: the server does not serve
@@ -164,6 +169,18 @@ def _decide(
             return "failed", _from_candidate(after, finder), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()
+    moved_on = _moved_on_past(best, phases, adapter.clocks if adapter else any_clock())
+    if best is not None and moved_on is not None:
+        later = finder.best(after=moved_on.line)
+        if later is not None and later.fatal:
+            rule = (
+                f"the launch went on past line {best.line_no} (phase {moved_on.phase}, line {moved_on.line}); "
+                f"the strongest cause after it"
+            )
+            return "failed", _from_candidate(later, finder), rule
+        if not finder.wrappers:
+            rule = f"the launch went on past line {best.line_no} (phase {moved_on.phase}) and then stopped printing"
+            return "not_ready", _hang(where.phase, last, adapter), rule
     if finder.failed(best):
         if best:
             return "failed", _from_candidate(best, finder), STRONGEST_RULE
@@ -173,6 +190,31 @@ def _decide(
         return "failed", _from_candidate(best, finder), rule
     rule = f"nothing fatal: the log stops in phase {where.phase}"
     return "not_ready", _hang(where.phase, last, adapter), rule
+
+
+def _moved_on_past(
+    best: Candidate | None, phases: list[PhaseSeen], clocks: tuple[re.Pattern[str], ...]
+) -> PhaseSeen | None:
+    """The first phase the launch entered at least CARRIED_ON_SECONDS after `best` was logged, both by the
+    log's own clock: the engine carried on past that error. None when either has no time."""
+    if best is None:
+        return None
+    start = _seconds(log_time(best.line, clocks))
+    if start is None:
+        return None
+    for seen in phases:
+        if seen.line <= best.line_no:
+            continue
+        at = _seconds(seen.log_time)
+        if at is not None and at - start >= CARRIED_ON_SECONDS:
+            return seen
+    return None
+
+
+def _seconds(stamp: str | None) -> int | None:
+    """Seconds since midnight of a log time's HH:MM:SS (a launch that crosses midnight is not judged)."""
+    m = _CLOCK.search(stamp or "")
+    return int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]) if m else None
 
 
 def _from_candidate(c: Candidate, finder: RootCauseFinder) -> Diagnosis:

@@ -95,6 +95,7 @@ TRIGGER = re.compile(
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
+    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|SSL|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"
 )
 
@@ -108,11 +109,12 @@ EXCEPTION_LINE = re.compile(
 
 # Lines that only say something failed elsewhere: the cause is before them. These are the generic ones
 # (C++ and Python runtimes, process supervision); each engine adds its own (`EngineAdapter.wrapper_lines`).
-# A crash notice (`Fatal Python error: Segmentation fault`, `Segmentation fault (core dumped)`) says a process
-# died, not why: in the real logs that carry one, the cause was always another line.
+# A crash notice (`Fatal Python error: Segmentation fault`, a shell's `Segmentation fault (core dumped)`, zsh's
+# `[1] 3804384 segmentation fault (core dumped)`, `Aborted (core dumped)`) says a process died, not why: in the
+# real logs that carry one, the cause was always another line.
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
-    r"Fatal Python error: (Segmentation fault|Aborted)|Segmentation fault \(core dumped\)|"
+    r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
 )
 

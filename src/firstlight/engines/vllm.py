@@ -179,6 +179,9 @@ VLLM = EngineAdapter(
     log_time=re.compile(r"\b(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)"),  # MM-DD HH:MM:SS
     config_sources=(r"vllm/config/", r"vllm/config\.py", r"vllm/engine/arg_utils\.py"),
     registry_sources=(r"vllm/model_executor/models/registry\.py",),
+    # attention/utils/fa_utils.py logs a FlashAttention version the GPU cannot run at ERROR, then its assert is
+    # caught and the engine picks another attention backend
+    ignored_errors=compile_all(r"Cannot use FA version \d+ is not supported due to"),
     # V0's worker states the message of the exception its traceback then shows in full
     restating_lines=compile_all(r"Exception in worker \S+ while processing method \w+: "),
     wrapper_lines=compile_all(
