@@ -502,3 +502,74 @@ def test_every_signatures_example_is_diagnosed_in_its_category(sig) -> None:
     report = diagnose_text(sig.example + "\n")
     assert report.diagnosis is not None, f"{sig.id}: its example is not an error line"
     assert report.diagnosis.category == EXAMPLE_ELSEWHERE.get(sig.id, sig.category), sig.id
+
+
+def test_pytorchs_rank_prefixed_warnings_are_quiet() -> None:
+    """c10d's `[rank2]:[W626 ...]` lines report a peer that went away; the error that killed it is the cause."""
+    log = (
+        "(Worker_TP0 pid=1) ERROR 06-26 16:06:56 [multiproc_executor.py:962] torch.AcceleratorError: CUDA error: an "
+        "illegal memory access was encountered\n"
+        "[rank2]:[W626 16:06:57.489327260 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=104): Failed to "
+        "recv, got 0 bytes. Connection was likely closed.\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.line == 1 and report.diagnosis.signature == "gpu_kernel_fault"
+    assert report.diagnosis.category == "unknown"  # a kernel crashed: no setting names itself
+
+
+def test_a_process_ended_by_sigterm_is_a_wrapper_and_the_warning_before_it_is_the_cause() -> None:
+    """vLLM waited for Ray's GPUs until someone stopped it: SystemExit 15 says only that it was stopped."""
+    log = (
+        "WARNING 05-26 18:53:53 [ray_utils.py:342] The number of required GPUs exceeds the total number of available "
+        "GPUs in the placement group.\n"
+        "ERROR 05-26 18:58:11 [engine.py:448] SystemExit: 15\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "invalid_config" and report.diagnosis.line == 1
+
+
+def test_a_rust_panic_header_yields_to_the_message_it_carries() -> None:
+    log = (
+        'svc  | APIError { data: "missing field `vocab_size` at line 46 column 1" }\n'
+        "svc  | thread 'main' panicked at src/main.rs:406:19:\n"
+        "svc  | called `Result::unwrap()` on an `Err` value: Error\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.line == 1 and report.diagnosis.category == "model_arch_unsupported"
+    alone = diagnose_text(
+        "thread 'main' panicked at src/main.rs:406:19:\n"
+        "called `Result::unwrap()` on an `Err` value: Os { code: 2, kind: NotFound }\n"
+    )
+    assert alone.outcome == "failed" and alone.diagnosis.line == 2
+
+
+def test_one_requests_failure_after_the_ready_line_does_not_fail_the_launch() -> None:
+    """SGLang's PD transfer failing for a request names a cause, but a server that was ready goes on serving."""
+    log = (
+        "[2025-05-29 23:20:01] The server is fired up and ready to roll!\n"
+        "[2025-05-29 23:23:23] Decode transfer failed for request rank=0 decode_req.req.rid='06a4' "
+        "with exception KVTransferError(bootstrap_room=3583)\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "ready"
+    before_ready = diagnose_text(log.split("\n", 1)[1])
+    assert before_ready.outcome == "failed" and before_ready.diagnosis.category == "nccl_error"
+
+
+def test_llama_cpps_error_level_lets_a_line_without_error_words_through() -> None:
+    log = (
+        "0.00.297.636 I srv    load_model: loading model 'm.gguf'\n"
+        "0.00.451.797 E gguf_init_from_reader: tensor 'output_norm.weight' has offset 337715200, expected 357580800\n"
+        "0.00.451.806 E gguf_init_from_reader: failed to read tensor data\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.line == 2 and report.diagnosis.category == "unsupported_quantization_format"
+
+
+def test_a_loggers_level_among_the_first_words_makes_an_error_line() -> None:
+    line = (
+        "2026-08-21 09:14:22.815 1 kserve ERROR [__main__.py:<module>():341] Failed to start model server: You must "
+        "provide a model_id or model_dir"
+    )
+    report = diagnose_text(line + "\n")
+    assert report.outcome == "failed" and report.diagnosis.line == 1

@@ -23,7 +23,10 @@ and v0.7.0), added its environment checks, TurboMind's CHECKs and its loaders' m
 (2026-12-01), of the libraries under the engines (PyTorch's allocators, CUDA and c10d; NCCL; huggingface_hub,
 safetensors, tokenizers and transformers' loaders and quantizers; Triton, FlashInfer, Ray, uvicorn, DeepSpeed, DeepEP
 and Mooncake; git histories, and a code index for PyTorch and Ray), added the messages diagnose places in the
-category that reading gave them.
+category that reading gave them. An eighth reading (2026-12-01), of the launchers around the engines (GPUStack,
+Xinference, KServe, LocalAI, RamaLama, OpenLLM) and smaller engines (mistral.rs, candle, KTransformers, ExLlamaV2,
+TabbyAPI, MLC-LLM, Aphrodite, vllm-ascend, ik_llama.cpp, ipex-llm; their git trees of 2025-2026), added those
+diagnose places in the category that reading gave them.
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in

@@ -275,3 +275,75 @@ def test_the_runner_lines_count_for_ollama_and_an_ollama_model_path_does_not() -
     ]
     report = _diagnose_lines(server)
     assert report.engine == "llama.cpp" and report.outcome == "ready"
+
+
+def test_ollama_with_its_own_engine_and_running_llama_server_itself() -> None:
+    """Constructed from Ollama's 2025+ lines: its own engine lays the model out per device (the KV cache's size),
+    and since 0.32 it starts llama-server, whose start it reports in its own words."""
+    lines = [
+        'time=2026-07-29T22:05:21.871+05:30 level=INFO source=routes.go:2004 msg="Listening on 127.0.0.1:11434 '
+        '(version 0.32.5)"',
+        'time=2026-07-29T22:05:48.116+05:30 level=INFO source=llama_server.go:1010 msg="loading model via '
+        'llama-server" model=/m/blobs/sha256-dde5',
+        'time=2026-07-29T22:05:49.029+05:30 level=INFO source=device.go:256 msg="kv cache" device=CPU size="1.5 GiB"',
+        'time=2026-07-29T22:06:31.986+05:30 level=INFO source=llama_server.go:1324 msg="llama-server started in 43.87 '
+        'seconds"',
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "ollama" and report.outcome == "ready"
+    assert "kv_cache_allocated" in [p.phase for p in report.phases]
+
+
+def test_trtllm_serve_with_the_pytorch_flow() -> None:
+    """Constructed from trtllm-serve 1.x's lines: a KV-cache setting validated before the weights load is not
+    the KV cache allocated; the weights, the cache and the CUDA graphs are."""
+    lines = [
+        "[TensorRT-LLM] TensorRT-LLM version: 1.1.0rc3",
+        '[12/20/2025-04:20:19] [TRT-LLM] [I] KV cache quantization set to "auto". Using checkpoint KV quantization.',
+        "[12/20/2025-04:20:21] [TRT-LLM] [I] Use 63.32 GB for model weights.",
+        "Model init total -- 49.14s",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.56 GiB for max tokens in paged KV cache (8224).",
+        "[12/20/2025-04:21:37] [TRT-LLM] [I] Creating CUDA graph instances for 11 batch sizes.",
+        "INFO:     Uvicorn running on http://0.0.0.0:8355 (Press CTRL+C to quit)",
+        "INFO:     Application startup complete.",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "trtllm" and report.outcome == "ready"
+    assert [p.phase for p in report.phases][1:] == [
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "cuda_graph_capture",
+        "http_listening",
+        "ready",
+    ]
+    assert report.phases[1].line == 3
+
+
+def test_tgi_sizes_its_kv_cache_while_warming_up() -> None:
+    """Constructed from TGI's launcher and router lines: the router's warm-up is the shard sizing the KV cache."""
+    lines = [
+        "2024-05-07T12:39:10.282975Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+        "2024-05-07T12:39:20.593317Z  INFO shard-manager: text_generation_launcher: Shard ready in 10.3s rank=0",
+        "2024-05-07T12:39:20.695520Z  INFO text_generation_router: router/src/main.rs:315: Warming up model",
+        "2024-05-07T12:39:22.141566Z  INFO text_generation_router: router/src/main.rs:354: Setting max batch total "
+        "tokens to 801568",
+        "2024-05-07T12:39:22.141574Z  INFO text_generation_router: router/src/main.rs:355: Connected",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "tgi" and report.outcome == "ready"
+    assert [p.phase for p in report.phases][-2:] == ["kv_cache_allocated", "ready"]
+
+
+def test_a_vllm_engine_that_serves_inside_another_app_is_ready_by_its_stats() -> None:
+    """Constructed: AsyncLLMEngine in a server of the user's own has no uvicorn line of vLLM's; its periodic
+    stats, which it logs only once it serves, say it is up."""
+    lines = [
+        "INFO 09-27 03:03:56 model_runner.py:999] Starting to load model /m/mistral-large2...",
+        "INFO 09-27 03:04:14 model_runner.py:1444] Capturing the model for CUDA graphs.",
+        "INFO 09-27 03:04:35 model_runner.py:1564] Graph capturing finished in 21 secs.",
+        "INFO 09-27 03:04:57 metrics.py:352] Avg prompt throughput: 0.1 tokens/s, Avg generation throughput: 0.0 "
+        "tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "vllm" and report.outcome == "ready"

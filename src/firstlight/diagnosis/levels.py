@@ -13,6 +13,7 @@ QUIET_LEVEL = re.compile(
     r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
     # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
+    r"|^\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
@@ -36,10 +37,14 @@ def is_quiet(line: str) -> bool:
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
     r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
+    r"|called `(?:Result|Option)::(?:unwrap|expect)\(\)` on an? `(?:Err|None)` value"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
+    # a logger's level among the first words of its line: `... kserve ERROR [__main__.py:<module>():341] msg`,
+    # `xinference.core.worker 48213 ERROR    msg`, `03:47PM ERROR msg`
+    r"|^[^\s\]]*(?:\s+[^\s\]]+){0,5}?\s+(?:ERROR|CRITICAL)\s+(?:\[[^\]]{1,80}\]\s*)?[A-Z]"
 )
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,

@@ -359,10 +359,13 @@ class RootCauseFinder:
         return min(confidence * (CONTESTED_CONFIDENCE if contested else 1.0), 0.99)
 
     def failed_after(self, line_no: int) -> Candidate | None:
-        """A cause that names itself (a signature, not a bare error) after the engine said it was ready:
-        the server failed while serving, or before it could (a port taken after startup completed)."""
+        """A cause that names itself (a signature, not a bare error, nor one request's failure) after the engine
+        said it was ready: the server failed while serving, or before it could (a port taken after startup
+        completed)."""
         best = self.best(after=line_no)
-        return best if best is not None and best.category != "unknown" and best.score >= FAILED_SCORE else None
+        if best is None or (best.signature is not None and best.signature.request):
+            return None
+        return best if best.category != "unknown" and best.score >= FAILED_SCORE else None
 
     def failed(self, best: Candidate | None) -> bool:
         """Whether the log shows a launch that died, rather than one that stopped printing (`best`: what

@@ -43,6 +43,7 @@ class Signature:
     source: str = ""  # the engine source file(s) the message comes from
     versions: str = ""  # the engine versions that print it
     example: str = ""  # one line it matches, as an engine prints it
+    request: bool = False  # one request's failure: after the engine's ready line the server goes on serving
 
     def remedy_for(self, groups: dict[str, str | None]) -> str:
         return self.remedy.format_map(_Captured(groups)).strip()
@@ -76,6 +77,7 @@ def load_signatures() -> tuple[Signature, ...]:
                 entry.get("source", ""),
                 entry.get("versions", ""),
                 entry.get("example", ""),
+                bool(entry.get("request", False)),
             )
         )
     return tuple(out)
@@ -95,8 +97,8 @@ TRIGGER = re.compile(
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
-    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|SSL|"
-    r"(?-i:\b[EF]\d{4} \d\d:\d\d)"
+    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|SSL|on an? `(Err|None)` value|"
+    r"(?-i:\b[EF]\d{4} \d\d:\d\d|^\d+\.\d\d\.\d{3}\.\d{3} E )"  # glog's E/F; llama.cpp's error level (2025+)
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
@@ -115,6 +117,9 @@ EXCEPTION_LINE = re.compile(
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
+    # a process stopped by SIGTERM (someone ended the wait), and Rust's panic header (since 1.73 its message
+    # is on the lines after it)
+    r"SystemExit: (15|143)\s*$|thread '[\w-]+' panicked at \S+:\d+:\d+:\s*$|"
     r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
 )
 

@@ -26,8 +26,9 @@ TGI = EngineAdapter(
         ("distributed_init", r"Starting shard|Sharding model on"),
         ("weights_loading", r"Waiting for shard to be ready|Loading model|Starting download"),
         ("weights_loaded", r"Shard (\d+ )?ready in|Shard ready"),
+        # the router's "Warming up model" is the shard sizing its KV cache, which "Setting max batch total tokens"
+        # then reports: not a warm-up after start-up
         ("kv_cache_allocated", r"Setting max batch total tokens to|KV-cache blocks"),
-        ("warmup_done", r"Warming up model|Warmup"),
         ("http_listening", r"Starting HTTP server|Invalid hostname, defaulting"),
     ),
     ready_line=re.compile(r"\bConnected\b"),
@@ -41,9 +42,19 @@ TRTLLM = EngineAdapter(
     name="trtllm",
     phases=phase_rules(
         ("distributed_init", r"MPI size|mpi_rank|world_size"),
-        ("weights_loading", r"Loading engine|Loading weights|Loading checkpoint"),
-        ("weights_loaded", r"Loaded engine|Engine loaded|weights loaded"),
-        ("kv_cache_allocated", r"Allocated .*KV cache|paged KV cache|KV cache"),
+        # the TensorRT engine flow, and the PyTorch flow of trtllm-serve (1.x)
+        (
+            "weights_loading",
+            r"Loading engine|Loading weights|Loading checkpoint|Use [\d.]+ GB for model weights|"
+            r"Start to load safetensor file|Loading safetensors weights",
+        ),
+        (
+            "weights_loaded",
+            r"Loaded engine|Engine loaded|weights loaded|Model init total -- [\d.]+ ?s|Loading weights: 100%",
+        ),
+        # not any line naming the KV cache: its quantization and config are validated before the weights load
+        ("kv_cache_allocated", r"Allocated .*KV cache|paged KV cache|Max KV cache blocks|Number of blocks in KV cache"),
+        ("cuda_graph_capture", r"Creating CUDA graph instances for \d+ batch sizes"),
         ("http_listening", r"Uvicorn running on|Started server process"),
     ),
     ready_line=re.compile(r"Application startup complete\."),

@@ -13,13 +13,19 @@ from firstlight.logs import aside_rules, phase_rules
 OLLAMA = EngineAdapter(
     name="ollama",
     phases=(
-        *phase_rules(("weights_loading", r'msg="(starting llama server|loading model)')),
+        *phase_rules(
+            ("weights_loading", r'msg="(starting llama server|loading model)'),
+            # its own engine (2025+) lays the model out per device: weights, then the KV cache's size
+            ("kv_cache_allocated", r'msg="kv cache" device='),
+        ),
         *(rule for rule in LLAMA_CPP.phases if not rule.aside),
         # the server listens at start and loads a model when one is asked for
         *aside_rules(("http_listening", r'msg="Listening on ')),
     ),
     progress=LLAMA_CPP.progress,
-    ready_line=re.compile(r"llama runner started in [\d.]+ ?s"),
+    # the runner it started answers (0.32+ runs llama-server itself); 0.1.x's embedded llama.cpp server said only
+    # that its slots were idle
+    ready_line=re.compile(r"(llama runner|llama-server) started in [\d.]+ ?s|all slots are idle"),
     error_line=re.compile(r"\blevel=ERROR\b"),
     line_prefix=re.compile(r'time=\S+ level=\w+ source=[\w./-]+:\d+ msg="?'),
     log_time=re.compile(r"\btime=(?P<ts>\d{4}-\d\d-\d\dT[\d:.]+)"),

@@ -169,7 +169,9 @@ VLLM = EngineAdapter(
             "engine initialised",
         ),
     ),
-    ready_line=re.compile(r"Application startup complete\."),
+    # uvicorn's line, or the engine's periodic stats, which it logs only once it serves (a server that embeds
+    # AsyncLLMEngine in its own app has no uvicorn line of vLLM's)
+    ready_line=re.compile(r"Application startup complete\.|Avg prompt throughput: [\d.]+ tokens/s"),
     fatal_lines=compile_all(*ENGINE_FAILED, r"EngineCore encountered a fatal error", UVICORN_BIND_FAILED),
     # (EngineCore_DP0 pid=123) ERROR 11-30 00:35:02 [core.py:1510] …
     line_prefix=re.compile(
