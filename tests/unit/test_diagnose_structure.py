@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_settings_dump
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, load_signatures
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, load_signatures
 from firstlight.logs import iter_lines
 
 
@@ -475,6 +475,32 @@ def test_an_error_the_launch_went_on_past_is_not_what_stopped_it() -> None:
     # the same error with the phase in the same second: nothing says the engine went on past it
     same_second = diagnose_text(VLLM_MOVED_ON.replace("12:04:20", "12:03:57").replace("12:04:58", "12:03:58"))
     assert same_second.outcome == "failed" and same_second.diagnosis.line == 2
+    five = diagnose_text(VLLM_MOVED_ON.replace("12:04:20", "12:04:02").replace("12:04:58", "12:04:03"))
+    assert five.outcome == "not_ready"  # 5 s after it, by the log's clock, is going on past it
+
+
+def test_another_rank_that_carries_on_does_not_move_the_launch_past_an_error() -> None:
+    """TP0 ran out of memory; TP1 went on loading, then failed because TP0 was gone: TP0's error is the cause."""
+    log = (
+        "(VllmWorker TP0 pid=11) ERROR 04-26 12:04:00 [gpu_worker.py:1] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 2.00 GiB.\n"
+        "(VllmWorker TP1 pid=12) INFO 04-26 12:04:08 [gpu_model_runner.py:2] Model loading took 14.2 GiB and 8 s\n"
+        "(VllmWorker TP1 pid=12) ERROR 04-26 12:04:09 [multiproc_executor.py:3] torch.distributed.DistBackendError: "
+        "NCCL error in: ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom" and report.diagnosis.line == 1
+    assert "went on past" not in report.rule
+
+
+def test_a_hang_stopped_by_sigterm_is_a_hang() -> None:
+    log = (
+        "INFO 05-26 18:53:50 [gpu_model_runner.py:1] Starting to load model /m/Qwen2.5-7B...\n"
+        "ERROR 05-26 18:58:11 [engine.py:448] SystemExit: 15\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
+    assert "SIGTERM" in report.rule
 
 
 def test_vllm_falls_back_from_a_flash_attention_version_it_logs_as_an_error() -> None:
@@ -487,21 +513,32 @@ def test_vllm_falls_back_from_a_flash_attention_version_it_logs_as_an_error() ->
     assert report.diagnosis.line == 2 and report.diagnosis.category == "cuda_driver_mismatch"
 
 
-# Examples another signature of another category names first, on purpose: the line carries both causes.
+# Examples another signature names first, on purpose: the line carries both, and the other is the more specific
+# (or, for the last five, of another category: the line carries both causes).
 EXAMPLE_ELSEWHERE = {
-    "deepgemm_needs_newer_gpu": "model_arch_unsupported",  # names the architecture the kernel lacks
-    "config_value_error": "hardware_unsupported",  # its example is a compute-capability check
-    "attribute_missing_module": "unsupported_quantization_format",  # compressed-tensors' format enum
-    "import_error_generic": "library_version_mismatch",  # its example asks for a version
-    "llama_model_load_error": "model_arch_unsupported",  # its example names an unknown architecture
+    "vllm_free_memory_generic": "vllm_free_memory_below_utilization",
+    "generic_cuda_oom": "sampler_warmup_oom",
+    "kv_cache_generic": "llama_kv_cache_alloc_failed",
+    "quant_not_supported_generic": "unknown_quant_method",
+    "transformers_too_old": "version_required",
+    "gguf_unreadable": "gguf_file_invalid",
+    "cuda_init_failed": "driver_mismatch",
+    "missing_tool_or_package": "tokenizer_backend_missing",
+    "config_template_unfilled": "serving_config_rejected",
+    "generic_timeout": "vllm_startup_timeout",
+    "deepgemm_needs_newer_gpu": "arch_not_supported",  # names the architecture the kernel lacks
+    "config_value_error": "compute_capability_too_low",  # its example is a compute-capability check
+    "attribute_missing_module": "ct_attribute_missing",  # compressed-tensors' format enum
+    "import_error_generic": "version_required",  # its example asks for a version
+    "llama_model_load_error": "arch_not_supported",  # its example names an unknown architecture
 }
 
 
 @pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
-def test_every_signatures_example_is_diagnosed_in_its_category(sig) -> None:
+def test_every_signatures_example_is_diagnosed_by_it(sig: Signature) -> None:
     report = diagnose_text(sig.example + "\n")
     assert report.diagnosis is not None, f"{sig.id}: its example is not an error line"
-    assert report.diagnosis.category == EXAMPLE_ELSEWHERE.get(sig.id, sig.category), sig.id
+    assert report.diagnosis.signature == EXAMPLE_ELSEWHERE.get(sig.id, sig.id), sig.id
 
 
 def test_pytorchs_rank_prefixed_warnings_are_quiet() -> None:
@@ -554,6 +591,11 @@ def test_one_requests_failure_after_the_ready_line_does_not_fail_the_launch() ->
     assert report.outcome == "ready"
     before_ready = diagnose_text(log.split("\n", 1)[1])
     assert before_ready.outcome == "failed" and before_ready.diagnosis.category == "nccl_error"
+    # a request's failure does not hide the crash right after it
+    crashed = diagnose_text(
+        log + "[2025-05-29 23:23:24 TP0] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    assert crashed.outcome == "failed" and crashed.diagnosis.category == "cuda_oom"
 
 
 def test_llama_cpps_error_level_lets_a_line_without_error_words_through() -> None:

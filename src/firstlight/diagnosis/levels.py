@@ -13,7 +13,7 @@ QUIET_LEVEL = re.compile(
     r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
     # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
-    r"|^\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
+    r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
@@ -36,7 +36,7 @@ def is_quiet(line: str) -> bool:
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
-    r"|thread '[\w-]+' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
+    r"|thread '[^']{1,60}' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
     r"|called `(?:Result|Option)::(?:unwrap|expect)\(\)` on an? `(?:Err|None)` value"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
@@ -52,7 +52,7 @@ ERROR_MESSAGE = re.compile(
 # nothing that stopped the launch is found.
 CARRIES_ON = re.compile(
     r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without|"
-    r"may not be usable|may not work|you can ignore this warning)\b"
+    r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by)\b"
 )
 
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.

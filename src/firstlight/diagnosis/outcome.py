@@ -39,6 +39,12 @@ class PhaseSeen:
     line: int
     log_time: str | None
     aside: bool = False  # reached out of the usual order (see PhaseRule.aside); not where the launch stands
+    process: str | None = None  # the process or rank whose line marked it (`VllmWorker TP1`, `TP1`), when it says
+
+
+def furthest(phases: list[PhaseSeen]) -> PhaseSeen:
+    """The furthest phase the launch moved into (not one reached aside)."""
+    return next((p for p in reversed(phases) if not p.aside), PhaseSeen("process_start", 1, None))
 
 
 @dataclass
@@ -58,8 +64,7 @@ class Report:
 
     @property
     def where(self) -> PhaseSeen:
-        """The furthest phase the launch moved into (not one reached aside)."""
-        return next((p for p in reversed(self.phases) if not p.aside), PhaseSeen("process_start", 1, None))
+        return furthest(self.phases)
 
     def to_dict(self) -> dict[str, Any]:
         return {

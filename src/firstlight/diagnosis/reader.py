@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 
-from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report
+from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report, furthest
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
 from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
@@ -21,6 +21,11 @@ DETECT_LINES = 2000
 # did not stop there (vLLM logs a rejected attention backend at ERROR and falls back to another).
 CARRIED_ON_SECONDS = 5
 _CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)")
+# The process or rank a line names: vLLM's `(VllmWorker TP1 pid=12)`, SGLang's `[2025-03-29 18:56:25 TP1]`. Another
+# rank that carries on says nothing of the one that logged the error: it may have died.
+_PROCESS = re.compile(r"\((\w[\w -]{0,40}?) pid=\d+|\[[^\]]{0,60}\b((?:TP|DP|PP|EP)\d+)[^\]]{0,20}\]")
+# Stopped by SIGTERM: someone ended the wait (a wrapper; see signatures.GENERIC_WRAPPERS)
+_SIGTERM = re.compile(r"SystemExit: (15|143)\s*$")
 
 # What usually hangs after each phase, for a log that stops without an error.
 HANG_HINTS: dict[str, str] = {
@@ -119,7 +124,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
         if ev is not None:
             progress_line = line_no
             if ev.entered:
-                phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside))
+                phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside, _process(text)))
         finder.feed(line_no, text, shape)
     return _conclude(engine, adapter, phases, finder, last_line, progress_line, count)
 
@@ -160,7 +165,7 @@ def _decide(
 ) -> tuple[str, Diagnosis | None, str]:
     """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that
     showed the engine making progress (a phase or a progress line)."""
-    where = next((p for p in reversed(phases) if not p.aside), phases[0])
+    where = furthest(phases)
     if where.phase == "ready":
         after = finder.failed_after(where.line)
         if after is not None:  # ready, then a fatal error: the server does not serve
@@ -171,16 +176,18 @@ def _decide(
     best = finder.best()
     moved_on = _moved_on_past(best, phases, adapter.clocks if adapter else any_clock())
     if best is not None and moved_on is not None:
+        went_past = f"the launch went on past line {best.line_no} (phase {moved_on.phase}, line {moved_on.line})"
         later = finder.best(after=moved_on.line)
-        if later is not None and later.fatal:
-            rule = (
-                f"the launch went on past line {best.line_no} (phase {moved_on.phase}, line {moved_on.line}); "
-                f"the strongest cause after it"
-            )
-            return "failed", _from_candidate(later, finder), rule
+        if later is not None and later is not best and later.fatal:
+            return "failed", _from_candidate(later, finder), f"{went_past}; the strongest cause after it"
         if not finder.wrappers:
-            rule = f"the launch went on past line {best.line_no} (phase {moved_on.phase}) and then stopped printing"
-            return "not_ready", _hang(where.phase, last, adapter), rule
+            return "not_ready", _hang(where.phase, last, adapter), f"{went_past}, then stopped printing"
+        rule = f"{went_past}; a process then exited with no cause after it, so that line is still the best"
+        return "failed", _from_candidate(best, finder), rule
+    stopped = finder.wrappers and all(_SIGTERM.search(text) for _, text in finder.wrappers)
+    if stopped and (best is None or (best.signature is None and not best.fatal)):
+        rule = f"stopped by SIGTERM in phase {where.phase}, with nothing fatal before it"
+        return "not_ready", _hang(where.phase, last, adapter), rule
     if finder.failed(best):
         if best:
             return "failed", _from_candidate(best, finder), STRONGEST_RULE
@@ -196,19 +203,29 @@ def _moved_on_past(
     best: Candidate | None, phases: list[PhaseSeen], clocks: tuple[re.Pattern[str], ...]
 ) -> PhaseSeen | None:
     """The first phase the launch entered at least CARRIED_ON_SECONDS after `best` was logged, both by the
-    log's own clock: the engine carried on past that error. None when either has no time."""
+    log's own clock (HH:MM:SS: llama.cpp's elapsed clock is not read), by the same process when both lines name
+    one, and not reached aside: the engine carried on past that error. None when the error came back after it,
+    or either line has no time."""
     if best is None:
         return None
     start = _seconds(log_time(best.line, clocks))
     if start is None:
         return None
+    process = _process(best.line)
     for seen in phases:
-        if seen.line <= best.line_no:
+        if seen.line <= best.line_no or seen.aside:
+            continue
+        if process is not None and seen.process is not None and seen.process != process:
             continue
         at = _seconds(seen.log_time)
         if at is not None and at - start >= CARRIED_ON_SECONDS:
-            return seen
+            return seen if best.last_seen <= seen.line else None
     return None
+
+
+def _process(line: str) -> str | None:
+    m = _PROCESS.search(line[:200])
+    return (m[1] or m[2]) if m else None
 
 
 def _seconds(stamp: str | None) -> int | None:

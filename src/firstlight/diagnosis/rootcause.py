@@ -265,8 +265,10 @@ class RootCauseFinder:
         self._verdicts[shape] = verdict
         return verdict
 
-    def _classify_uncached(self, line: str) -> Verdict:
-        if not TRIGGER.search(line) or is_settings_dump(line):
+    def _classify_uncached(self, full: str) -> Verdict:
+        line = full[:MATCH_CHARS]  # a cause is stated at the start of its line; a 60 KB line costs no more
+        error_level = self.error_rx is not None and self.error_rx.search(line) is not None
+        if not (error_level or TRIGGER.search(line)) or is_settings_dump(line):
             return None
         if self.wrappers_rx.search(line):
             return "wrapper"
@@ -281,7 +283,7 @@ class RootCauseFinder:
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
-        elif ERROR_MESSAGE.search(line) or (self.error_rx is not None and self.error_rx.search(line)):
+        elif error_level or ERROR_MESSAGE.search(line):
             score = ERROR_LEVEL
             reasons.append("an error-level line")
         else:
@@ -320,10 +322,15 @@ class RootCauseFinder:
         """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""
         return heapq.nsmallest(limit, self.candidates.values(), key=_rank)
 
-    def best(self, after: int = 0) -> Candidate | None:
-        """The most likely cause (among the lines after line `after`, when given): the strongest, or the
-        earliest named cause about as strong as it (a cause comes before its consequences)."""
-        found = [c for c in self.candidates.values() if max(c.line_no, c.last_seen) > after]
+    def best(self, after: int = 0, requests: bool = True) -> Candidate | None:
+        """The most likely cause (among the lines after line `after`, when given; without one request's failures
+        unless `requests`): the strongest, or the earliest named cause about as strong as it (a cause comes before
+        its consequences)."""
+        found = [
+            c
+            for c in self.candidates.values()
+            if max(c.line_no, c.last_seen) > after and (requests or c.signature is None or not c.signature.request)
+        ]
         if not found:
             return None
         top = min(found, key=_rank)
@@ -362,10 +369,8 @@ class RootCauseFinder:
         """A cause that names itself (a signature, not a bare error, nor one request's failure) after the engine
         said it was ready: the server failed while serving, or before it could (a port taken after startup
         completed)."""
-        best = self.best(after=line_no)
-        if best is None or (best.signature is not None and best.signature.request):
-            return None
-        return best if best.category != "unknown" and best.score >= FAILED_SCORE else None
+        best = self.best(after=line_no, requests=False)
+        return best if best is not None and best.category != "unknown" and best.score >= FAILED_SCORE else None
 
     def failed(self, best: Candidate | None) -> bool:
         """Whether the log shows a launch that died, rather than one that stopped printing (`best`: what

@@ -77,10 +77,17 @@ def load_signatures() -> tuple[Signature, ...]:
                 entry.get("source", ""),
                 entry.get("versions", ""),
                 entry.get("example", ""),
-                bool(entry.get("request", False)),
+                _flag(entry, "request"),
             )
         )
     return tuple(out)
+
+
+def _flag(entry: dict, name: str) -> bool:
+    value = entry.get(name, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"signature {entry['id']}: `{name}` must be true or false, not {value!r}")
+    return value
 
 
 # A line that could carry a cause: a cheap test that spares the signatures most of a log's noise.
@@ -97,8 +104,9 @@ TRIGGER = re.compile(
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
-    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|SSL|on an? `(Err|None)` value|"
-    r"(?-i:\b[EF]\d{4} \d\d:\d\d|^\d+\.\d\d\.\d{3}\.\d{3} E )"  # glog's E/F; llama.cpp's error level (2025+)
+    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|"
+    r"on an? `(Err|None)` value|"
+    r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
@@ -119,8 +127,9 @@ GENERIC_WRAPPERS = (
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     # a process stopped by SIGTERM (someone ended the wait), and Rust's panic header (since 1.73 its message
     # is on the lines after it)
-    r"SystemExit: (15|143)\s*$|thread '[\w-]+' panicked at \S+:\d+:\d+:\s*$|"
-    r"^\W*(\(\w+ pid=\d+\)\s*)?(ERROR|WARNING|INFO)?[\d: -]*(\[[^\]]*\])?\s*Traceback \(most recent call last\)"
+    r"SystemExit: (15|143)\s*$|thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$|"
+    r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
+    r"Traceback \(most recent call last\)"
 )
 
 

@@ -80,7 +80,7 @@ LLAMA_CPP = EngineAdapter(
     wrapper_lines=compile_all(
         EXITING,
         # the summary only: "llama_model_loader: failed to load model from PATH" carries its own reason
-        r"\w+: (error: )?failed to (load model|create.?context with model)(,? '[^']*')?\s*$",
+        r"\b\w+: (error: )?failed to (load model|create.?context with model)(,? '[^']*')?\s*$",
         r"common_fit_params: encountered an error while trying to fit params",
     ),
     error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),
