@@ -13,6 +13,7 @@ from pathlib import Path
 
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report, furthest
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
+from firstlight.diagnosis.signatures import SIGTERM_EXIT
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
 from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
 
@@ -24,8 +25,7 @@ _CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)")
 # The process or rank a line names: vLLM's `(VllmWorker TP1 pid=12)`, SGLang's `[2025-03-29 18:56:25 TP1]`. Another
 # rank that carries on says nothing of the one that logged the error: it may have died.
 _PROCESS = re.compile(r"\((\w[\w -]{0,40}?) pid=\d+|\[[^\]]{0,60}\b((?:TP|DP|PP|EP)\d+)[^\]]{0,20}\]")
-# Stopped by SIGTERM: someone ended the wait (a wrapper; see signatures.GENERIC_WRAPPERS)
-_SIGTERM = re.compile(r"SystemExit: (15|143)\s*$")
+_SIGTERM = re.compile(SIGTERM_EXIT)
 
 # What usually hangs after each phase, for a log that stops without an error.
 HANG_HINTS: dict[str, str] = {

@@ -122,12 +122,14 @@ EXCEPTION_LINE = re.compile(
 # A crash notice (`Fatal Python error: Segmentation fault`, a shell's `Segmentation fault (core dumped)`, zsh's
 # `[1] 3804384 segmentation fault (core dumped)`, `Aborted (core dumped)`) says a process died, not why: in the
 # real logs that carry one, the cause was always another line.
+# A process stopped by SIGTERM: someone ended the wait (the reader tells a hang ended so from a crash).
+SIGTERM_EXIT = r"SystemExit: (15|143)\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
-    # a process stopped by SIGTERM (someone ended the wait), and Rust's panic header (since 1.73 its message
-    # is on the lines after it)
-    r"SystemExit: (15|143)\s*$|thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$|"
+    + SIGTERM_EXIT
+    # Rust's panic header: since 1.73 its message is on the lines after it
+    + r"|thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$|"
     r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
     r"Traceback \(most recent call last\)"
 )
