@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import uvloop
 
 from firstlight.benchmark import schedule, sharing
 from firstlight.benchmark.client import Target
@@ -142,6 +143,19 @@ def test_open_loop_counts_from_a_given_start() -> None:
 
     start = asyncio.run(level())
     assert [(i, t - start) for i, t in sent] == [(4, 0.0), (9, pytest.approx(0.02))]
+
+
+def test_open_loop_never_sends_before_the_scheduled_time() -> None:
+    """uvloop's millisecond timers wake up to ~0.5 ms early; a request sent before its time would make its
+    latency from the schedule shorter than its own latency."""
+    early: list[float] = []
+
+    async def send(index: int, scheduled: float) -> None:
+        early.append(scheduled - time.perf_counter())
+
+    offsets = iter([i * 0.0013 for i in range(200)])
+    uvloop.run(schedule.open_loop(send, list(range(200)), offsets, None, asyncio.Event(), None))
+    assert len(early) == 200 and max(early) <= 0
 
 
 def test_auto_sizes_each_level_from_the_warm_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -94,8 +94,9 @@ async def open_loop(
             t = start + offset
             if stop.is_set() or (deadline is not None and t >= deadline):
                 break
-            delay = t - time.perf_counter()
-            if delay > 0:
+            # uvloop's timers tick in whole milliseconds of a cached clock and can wake a little before `t`:
+            # sleep again until it has passed, so no request leaves before its scheduled time
+            while (delay := t - time.perf_counter()) > 0:
                 await asyncio.sleep(delay)
             task = asyncio.create_task(capped(index, t))
             tasks.add(task)
