@@ -10,6 +10,7 @@ import pytest
 
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_settings_dump
+from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, load_signatures
 from firstlight.logs import iter_lines
 
@@ -503,6 +504,38 @@ def test_a_hang_stopped_by_sigterm_is_a_hang() -> None:
     assert "SIGTERM" in report.rule
 
 
+def test_vllms_sigterm_with_its_traceback_is_a_hang() -> None:
+    # vLLM's API server raises KeyboardInterrupt("terminated") on SIGTERM, inside whatever it was waiting on
+    log = (
+        "(APIServer pid=8) INFO 05-26 18:53:50 [api_server.py:1] vLLM API server version 0.11.0\n"
+        "(APIServer pid=8) Traceback (most recent call last):\n"
+        '(APIServer pid=8)   File "/v/lib/python3.12/ssl.py", line 1152, in read\n'
+        "(APIServer pid=8)     return self._sslobj.read(len)\n"
+        '(APIServer pid=8)   File "/v/vllm/entrypoints/openai/api_server.py", line 579, in signal_handler\n'
+        '(APIServer pid=8)     raise KeyboardInterrupt("terminated")\n'
+        "(APIServer pid=8) KeyboardInterrupt: terminated\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
+    assert report.diagnosis.line == 7 and "SIGTERM" in report.rule
+
+
+def test_a_stall_is_placed_where_the_repeated_wait_began() -> None:
+    waits = "".join(
+        f"(APIServer pid=3) DEBUG 09-02 17:29:{s:02d} [utils.py:777] Waiting for 1 local, 0 remote core engine "
+        "proc(s) to start.\n"
+        for s in (6, 16, 26)
+    )
+    report = diagnose_text("INFO 09-02 17:28:50 [api_server.py:1] vLLM API server version 0.10.1\n" + waits)
+    assert report.outcome == "not_ready" and report.diagnosis.line == 2
+
+
+def test_ranks_printing_one_line_together_are_not_a_wait() -> None:
+    ranks = "".join(f"[2025-06-23 15:07:01 TP{r}] Connecting to tcp://127.0.0.1:57063\n" for r in range(4))
+    report = diagnose_text("[2025-06-23 15:06:40] server_args=ServerArgs(model_path='/m')\n" + ranks)
+    assert report.outcome == "not_ready" and report.diagnosis.line == 5
+
+
 def test_vllm_falls_back_from_a_flash_attention_version_it_logs_as_an_error() -> None:
     fa = (
         "(EngineCore_DP0 pid=1) ERROR 07-31 15:52:18 [fa_utils.py:57] Cannot use FA version 2 is not supported due "
@@ -526,7 +559,6 @@ EXAMPLE_ELSEWHERE = {
     "missing_tool_or_package": "tokenizer_backend_missing",
     "config_template_unfilled": "serving_config_rejected",
     "generic_timeout": "vllm_startup_timeout",
-    "deepgemm_needs_newer_gpu": "arch_not_supported",  # names the architecture the kernel lacks
     "config_value_error": "compute_capability_too_low",  # its example is a compute-capability check
     "attribute_missing_module": "ct_attribute_missing",  # compressed-tensors' format enum
     "import_error_generic": "version_required",  # its example asks for a version
@@ -615,3 +647,62 @@ def test_a_loggers_level_among_the_first_words_makes_an_error_line() -> None:
     )
     report = diagnose_text(line + "\n")
     assert report.outcome == "failed" and report.diagnosis.line == 1
+
+
+def test_engine_detection_stops_counting_once_one_engine_leads_by_far() -> None:
+    def sglang_then_broken():
+        for i in range(DETECT_EVERY):
+            yield f"[2026-10-02 09:14:{i % 60:02d} TP{i % 8}] Load weight begin. avail mem=138.02 GB"
+        raise AssertionError("read past a decided lead")
+
+    assert detect_engine(sglang_then_broken()) == "sglang"
+
+
+def test_engine_detection_counts_on_while_the_lead_is_narrow() -> None:
+    vllm = "(APIServer pid=1) INFO 09-02 17:29:06 [api_server.py:1] vLLM API server version 0.10.1"
+    sglang = "[2026-10-02 09:14:01 TP0] Load weight begin. avail mem=138.02 GB"
+    lines = [vllm] * (DETECT_EVERY // 2) + [sglang] * (DETECT_EVERY // 2) + [sglang] * 400
+    assert detect_engine(lines) == "sglang"
+
+
+def test_nccls_last_error_names_the_cause_of_the_nccl_error_before_it() -> None:
+    log = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:76, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "Last error:\n"
+        "Failed to CUDA calloc 67108864 bytes\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "cuda_oom" and report.diagnosis.line == 4
+
+
+def test_a_detail_of_another_category_does_not_replace_a_cause_that_is_not_detailed() -> None:
+    log = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "cuda_oom" and report.diagnosis.line == 1
+
+
+def test_an_exception_outranks_an_earlier_line_that_only_says_error() -> None:
+    log = (
+        "[2026-06-08 01:41:40 TP0] Load weight begin. avail mem=65.08 GB\n"
+        "[2026-06-08 01:41:46] Unexpected error during package walk: cutlass.cute.experimental\n"
+        "[2026-06-08 01:41:47 TP0] Capture cuda graph begin.\n"
+        "RuntimeError: NVFP4 KV cache global scales must be calibrated before CUDA graph capture.\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 4
+
+
+def test_a_model_that_failed_to_be_inspected_defers_to_the_inspection_error() -> None:
+    log = (
+        "(APIServer pid=1) ERROR 06-10 23:08:47 [registry.py:963] ImportError: vllm.vllm_flash_attn requires the "
+        "CUDA flash attention extensions (_vllm_fa2_C or _vllm_fa3_C).\n"
+        "(APIServer pid=1)   Value error, Model architectures ['Gemma4ForConditionalGeneration'] failed to be "
+        "inspected. Please check the logs for more details.\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "import_dependency_error" and report.diagnosis.line == 1

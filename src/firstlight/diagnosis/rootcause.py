@@ -56,8 +56,8 @@ VERDICT_CACHE = 100_000
 # tens of kilobytes (a dumped tensor, a base64 blob) must not cost a regex's worst case.
 MATCH_CHARS = 4000
 
-GENERIC_EXCEPTION = 0.3
 ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
+GENERIC_EXCEPTION = 0.31  # above an error-level line: an exception says what was raised, not only that it went wrong
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
@@ -115,7 +115,7 @@ class Candidate:
     @property
     def fatal(self) -> bool:
         """An exception or an error-level line: a log that stops on it died of it."""
-        return not self.quiet and self.score >= GENERIC_EXCEPTION
+        return not self.quiet and self.score >= ERROR_LEVEL
 
     @property
     def remedy(self) -> str:
@@ -342,7 +342,7 @@ class RootCauseFinder:
         details = [
             c
             for c in band
-            if c.category == first.category
+            if (c.category == first.category or first.signature.detailed)
             and c.line_no > first.line_no
             and c.line_no - first.line_no <= DETAIL_SPAN
             and c.score > first.score

@@ -44,6 +44,7 @@ class Signature:
     versions: str = ""  # the engine versions that print it
     example: str = ""  # one line it matches, as an engine prints it
     request: bool = False  # one request's failure: after the engine's ready line the server goes on serving
+    detailed: bool = False  # its message goes on in the next lines, which may name the cause (NCCL's "Last error:")
 
     def remedy_for(self, groups: dict[str, str | None]) -> str:
         return self.remedy.format_map(_Captured(groups)).strip()
@@ -78,6 +79,7 @@ def load_signatures() -> tuple[Signature, ...]:
                 entry.get("versions", ""),
                 entry.get("example", ""),
                 _flag(entry, "request"),
+                _flag(entry, "detailed"),
             )
         )
     return tuple(out)
@@ -105,7 +107,7 @@ TRIGGER = re.compile(
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|"
-    r"on an? `(Err|None)` value|"
+    r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
 
@@ -123,15 +125,21 @@ EXCEPTION_LINE = re.compile(
 # `[1] 3804384 segmentation fault (core dumped)`, `Aborted (core dumped)`) says a process died, not why: in the
 # real logs that carry one, the cause was always another line.
 # A process stopped by SIGTERM: someone ended the wait (the reader tells a hang ended so from a crash).
-SIGTERM_EXIT = r"SystemExit: (15|143)\s*$"
+# vLLM's API server turns SIGTERM into `KeyboardInterrupt("terminated")` (entrypoints/openai/api_server.py).
+SIGTERM_EXIT = r"(SystemExit: (15|143)|KeyboardInterrupt: terminated)\s*$"
+TRACEBACK_HEADER = (
+    r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
+    r"Traceback \(most recent call last\)"
+)
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
+    # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
+    r"failed to be inspected\. Please check the logs|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     + SIGTERM_EXIT
     # Rust's panic header: since 1.73 its message is on the lines after it
     + r"|thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$|"
-    r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
-    r"Traceback \(most recent call last\)"
+    + TRACEBACK_HEADER
 )
 
 

@@ -182,8 +182,11 @@ VLLM = EngineAdapter(
     config_sources=(r"vllm/config/", r"vllm/config\.py", r"vllm/engine/arg_utils\.py"),
     registry_sources=(r"vllm/model_executor/models/registry\.py",),
     # attention/utils/fa_utils.py logs a FlashAttention version the GPU cannot run at ERROR, then its assert is
-    # caught and the engine picks another attention backend
-    ignored_errors=compile_all(r"Cannot use FA version \d+ is not supported due to"),
+    # caught and the engine picks another attention backend; vllm/version.py warns that a source checkout has no
+    # generated _version module ("Failed to read commit hash:" and the ImportError's text on the next line)
+    ignored_errors=compile_all(
+        r"Cannot use FA version \d+ is not supported due to", r"No module named 'vllm\._version'\s*$"
+    ),
     # V0's worker states the message of the exception its traceback then shows in full
     restating_lines=compile_all(r"Exception in worker \S+ while processing method \w+: "),
     wrapper_lines=compile_all(
