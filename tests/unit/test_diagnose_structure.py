@@ -706,3 +706,51 @@ def test_a_model_that_failed_to_be_inspected_defers_to_the_inspection_error() ->
     )
     report = diagnose_text(log)
     assert report.diagnosis.category == "import_dependency_error" and report.diagnosis.line == 1
+
+
+def test_an_ignored_errors_message_that_runs_on_is_ignored_with_it() -> None:
+    """SGLang logs an import error it ignores with the exception's text; its unprefixed lines are that message."""
+    log = (
+        "[2025-04-27 07:30:55 TP0] Load weight begin. avail mem=10.60 GB\n"
+        "[2025-04-27 07:30:56 TP0] Ignore import error when loading sglang.srt.models.janus_pro. Failed to import "
+        "transformers.modeling_utils because of the following error (look up to see its traceback):\n"
+        "HIP error: invalid device function\n"
+        "For debugging consider passing AMD_SERIALIZE_KERNEL=3\n"
+        "\n"
+        "[2025-04-27 07:30:56 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/python/sglang/srt/layers/rotary_embedding.py", line 99, in _compute_inv_freq\n'
+        "RuntimeError: HIP error: invalid device function\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 8
+    # the same words not under an ignored error are a cause of their own
+    alone = diagnose_text("[2025-04-27 07:30:55 TP0] Load weight begin.\nHIP error: invalid device function\n")
+    assert alone.diagnosis.line == 2
+
+
+def test_a_process_that_dies_after_the_ready_line_fails_the_launch() -> None:
+    """A kernel fault names no category, yet the abort after it ends the server: failed, the fault as its line."""
+    ready = (
+        "INFO:     Application startup complete.\n"
+        "INFO:     Uvicorn running on http://0.0.0.0:23333 (Press CTRL+C to quit)\n"
+    )
+    fault = (
+        "terminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  [TM][ERROR] CUDA runtime error: an illegal memory access was encountered LlamaBatch.cc:876\n"
+        "Aborted\n"
+    )
+    report = diagnose_text(ready + fault)
+    assert report.outcome == "failed" and report.diagnosis.category == "unknown" and report.diagnosis.line == 4
+    # the same fault without a process that died: one request failed, the server may go on
+    assert diagnose_text(ready + fault.splitlines()[1] + "\n").outcome == "ready"
+
+
+def test_a_log_cut_off_in_a_repeated_line_stalled_where_the_wait_began() -> None:
+    waits = "".join(
+        f"(APIServer pid=3) DEBUG 09-02 17:29:{s:02d} [utils.py:777] Waiting for 1 local, 0 remote core engine "
+        "proc(s) to start.\n"
+        for s in (6, 16)
+    )
+    cut = "(APIServer pid=3) DEBUG 09-02 17:29:26 [utils.py:777] Waiting for 1 loca"
+    report = diagnose_text("INFO 09-02 17:28:50 [api_server.py:1] vLLM API server version 0.10.1\n" + waits + cut)
+    assert report.outcome == "not_ready" and report.diagnosis.line == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from firstlight.diagnosis.signatures import EXCEPTION_LINE
+from firstlight.engines import strip_line_prefix
 
 QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
@@ -67,3 +68,29 @@ def is_settings_dump(line: str) -> bool:
     if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
         return False  # the cheap count spares the regex for most lines
     return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line) and "error, " not in line
+
+
+class IgnoredMessage:
+    """An error the engine ignores may run on over the lines after it, without the engine's prefix (`Ignore import
+    error when loading X: <an exception whose text spans lines>`): those lines are ignored with it, up to SPAN."""
+
+    SPAN = 8
+
+    def __init__(self, ignored: re.Pattern[str] | None) -> None:
+        self.ignored = ignored
+        self.left = 0  # lines the message may still run on
+
+    def starts(self, line: str) -> None:
+        """Note an ignored error on a line with the engine's prefix (unprefixed lines after it are its message)."""
+        if self.ignored is not None and self.ignored.search(line) and strip_line_prefix(line) != line:
+            self.left = self.SPAN
+
+    def continues(self, line: str, frame: bool) -> bool:
+        """Whether this line goes on with it; a blank line, a line with a prefix of its own or a traceback ends it."""
+        if self.left <= 0:
+            return False
+        if frame or not line.strip() or "Traceback (most recent call last)" in line or strip_line_prefix(line) != line:
+            self.left = 0
+            return False
+        self.left -= 1
+        return True

@@ -147,11 +147,19 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
             progress_line = line_no
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside, _process(text)))
-        if ev is not None or shape != run_shape:
+        if ev is not None or not _same_run(shape, run_shape):
             run_start, run_shape = (line_no, text), shape
         finder.feed(line_no, text, shape)
     stall = _stall(run_start, last_line, adapter.clocks if adapter else any_clock())
     return _conclude(engine, adapter, phases, finder, stall, progress_line, count)
+
+
+CUT_LINE_CHARS = 20  # a log cut off mid-line ends on a part of the line it repeated: as long as this, it is that line
+
+
+def _same_run(shape: str, run_shape: str) -> bool:
+    """The line repeats the run's line (digits folded), or is its start cut off where the log ends."""
+    return shape == run_shape or (len(shape) >= CUT_LINE_CHARS and run_shape.startswith(shape))
 
 
 def _stall(
@@ -215,6 +223,11 @@ def _decide(
             again = f" (line {after.last_seen}; first on line {after.line_no})" if after.line_no < where.line else ""
             rule = f"the engine's ready line (line {where.line}), then a named cause after it{again}: failed"
             return "failed", _from_candidate(after, finder), rule
+        if finder.died_at > where.line:  # a crash while serving: a kernel fault names no cause, yet it ended the server
+            rule = f"the engine's ready line (line {where.line}), then a process died (line {finder.died_at}): failed"
+            crash = finder.best(after=where.line)
+            died = [(n, text) for n, text in finder.wrappers if n == finder.died_at]
+            return "failed", _from_candidate(crash, finder) if crash else _from_wrapper(died or finder.wrappers), rule
         return "ready", None, "the engine's own ready line"
     best = finder.best()
     moved_on = _moved_on_past(best, phases, adapter.clocks if adapter else any_clock())

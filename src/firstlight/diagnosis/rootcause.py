@@ -25,11 +25,12 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, is_quiet, is_settings_dump
+from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
     FRAME_LINE,
+    PROCESS_DIED,
     QUANTIZATION_SOURCES,
     RAISED_IN_ATTENTION,
     RAISED_IN_CONFIG,
@@ -155,9 +156,11 @@ class RootCauseFinder:
         self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
         self._code: tuple[int, str] | None = None  # the source line under the last frame: a bare assert's statement
+        self._ignored = IgnoredMessage(self.ignored_rx)  # an ignored error's message running on over the next lines
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
         self.tracebacks = 0
+        self.died_at = 0  # the last line that says a process died
         self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
         self._open: list[Candidate] = []  # candidates still collecting their following lines
         self._verdicts: dict[str, Verdict] = {}
@@ -182,19 +185,24 @@ class RootCauseFinder:
             self._recent.append(line)
             return
         self._code_col = frame.start() if frame is not None else None
-        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line))
+        ignored = self._ignored.continues(line, frame is not None)
+        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored)
         if cand is not None:
             self._open.append(cand)
+            if not ignored:
+                self._ignored.starts(line)
         if frame is None and self._frame is not None and EXCEPTION_LINE.search(line):
             self._frame = None  # the exception that frame raised: the next one has frames of its own
         self._recent.append(line)
 
-    def _candidate(self, line_no: int, line: str, shape: str) -> Candidate | None:
+    def _candidate(self, line_no: int, line: str, shape: str, ignored: bool = False) -> Candidate | None:
         if "Traceback (most recent call last)" in line:
             self.tracebacks += 1
         verdict = self._classify(shape, line)
         if verdict is None:
             return None
+        if PROCESS_DIED.search(line):
+            self.died_at = line_no
         if verdict == "wrapper":
             if len(self.wrappers) < 50:
                 self.wrappers.append((line_no, line))
@@ -213,6 +221,10 @@ class RootCauseFinder:
             reasons = ("the assert statement a bare AssertionError failed on", *named, *level)
             before, after = before[:-1], [exception]
         key = normalise(line)
+        if ignored:  # its own key: the same words later, not ignored, are a cause of their own
+            key = f"ignored:{key}"
+            score *= IGNORED_FACTOR
+            reasons = (*reasons, f"goes on with the message of an ignored error above it (x{IGNORED_FACTOR})")
         seen = self.candidates.get(key)
         if seen is not None:
             seen.count += 1

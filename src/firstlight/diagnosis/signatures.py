@@ -131,8 +131,14 @@ TRACEBACK_HEADER = (
     r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
     r"Traceback \(most recent call last\)"
 )
+# A line that says a process died (not that it was stopped: SIGTERM is someone ending it). After the engine's ready
+# line it means the server no longer serves, whatever the cause above it was.
+PROCESS_DIED = re.compile(
+    r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
+    r"^\s*Aborted\s*$|runner (process has )?terminated"
+)
 GENERIC_WRAPPERS = (
-    r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|"
+    r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
     # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
     r"failed to be inspected\. Please check the logs|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"

@@ -36,6 +36,8 @@ TGI = EngineAdapter(
     line_prefix=re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z\s+\w+\s+[\w:]+:\s*"),  # 2023-09-26T21:48:00Z ERROR target:
     wrapper_lines=TGI_SHARD_FAILED,
     fingerprints=compile_all(r"text_generation_(launcher|router|server)", r"ShardCannotStart"),
+    # get_model picks the model class by model_type and refuses what it has no class (or no sharded class) for
+    registry_sources=(r"text_generation_server/models/__init__\.py",),
 )
 
 TRTLLM = EngineAdapter(

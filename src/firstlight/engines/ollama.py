@@ -27,6 +27,8 @@ OLLAMA = EngineAdapter(
     # that its slots were idle
     ready_line=re.compile(r"(llama runner|llama-server) started in [\d.]+ ?s|all slots are idle"),
     error_line=re.compile(r"\blevel=ERROR\b"),
+    # the runner it started died: its own lines above say why
+    wrapper_lines=compile_all(r'msg="llama runner (process has )?terminated'),
     line_prefix=re.compile(r'time=\S+ level=\w+ source=[\w./-]+:\d+ msg="?'),
     log_time=re.compile(r"\btime=(?P<ts>\d{4}-\d\d-\d\dT[\d:.]+)"),
     # its own Go log lines only: a bare "ollama" is also in the path of a model llama-server loads from ~/.ollama
