@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def interruptible() -> None:
+    """For a child that a test interrupts with SIGINT, as Ctrl-C would: a shell that runs the suite in the
+    background (`make test &`) starts it with SIGINT ignored, and children inherit an ignored signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tiny_spec(tmp_path: Path, **overrides: Any) -> Path:

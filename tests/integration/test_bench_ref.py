@@ -15,7 +15,7 @@ import pytest
 
 from firstlight.store import Store
 from firstlight.testing import refserver
-from tests.conftest import firstlight, free_port
+from tests.conftest import firstlight, free_port, interruptible
 
 TTFT_MS, ITL_MS = 30.0, 5.0
 
@@ -218,6 +218,7 @@ def test_ctrl_c_keeps_every_finished_request(ref: str, tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     time.sleep(3)
     bench.send_signal(signal.SIGINT)

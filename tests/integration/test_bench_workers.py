@@ -20,7 +20,7 @@ from firstlight.benchmark import fleet
 from firstlight.records import RequestRecord
 from firstlight.store import Store
 from firstlight.testing import refserver
-from tests.conftest import firstlight, free_port
+from tests.conftest import firstlight, free_port, interruptible
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +190,7 @@ def test_ctrl_c_stops_the_workers_and_keeps_every_finished_request(ref: str, tmp
     bench = subprocess.Popen(
         [sys.executable, "-m", "firstlight", *bench_args(ref, "--concurrency", "4", "--num-requests", "2000"),
          "--output-len", "20", "--warmup", "0", "--workers", "2", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )  # fmt: skip
     workers = worker_processes(psutil.Process(bench.pid), 2)
     wait_for_stored(store, 8)

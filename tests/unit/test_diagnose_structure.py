@@ -754,3 +754,31 @@ def test_a_log_cut_off_in_a_repeated_line_stalled_where_the_wait_began() -> None
     cut = "(APIServer pid=3) DEBUG 09-02 17:29:26 [utils.py:777] Waiting for 1 loca"
     report = diagnose_text("INFO 09-02 17:28:50 [api_server.py:1] vLLM API server version 0.10.1\n" + waits + cut)
     assert report.outcome == "not_ready" and report.diagnosis.line == 2
+
+
+def test_an_op_missing_because_its_extension_did_not_load_is_told_by_the_load_failure() -> None:
+    """A warning ranks below an error, but an op that is not registered follows from the library that did not load."""
+    log = (
+        "WARNING 02-28 20:57:36 _core_ext.py:180] Failed to import from vllm._core_C with ImportError('libtorch_hip.so: "
+        "cannot open shared object file: No such file or directory')\n"
+        "INFO 02-28 20:57:38 config.py:510] This model supports multiple tasks.\n"
+        "RuntimeError: Tried to instantiate class '_core_C.ScalarType', but it does not exist! Ensure that it is "
+        "registered via torch::class_\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 1
+    assert report.diagnosis.category == "import_dependency_error"
+    # without the load failure before it, the missing class is the cause
+    alone = diagnose_text(log.split("\n", 1)[1])
+    assert alone.diagnosis.line == 2
+
+
+def test_tgi_without_its_flash_attention_models_is_told_by_why_they_did_not_import() -> None:
+    log = (
+        "2023-07-20T12:31:14.506674Z  WARN text_generation_launcher: Could not import Flash Attention enabled models: "
+        "No module named 'vllm_cache_ops'\n"
+        "NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 1
+    assert report.diagnosis.category == "import_dependency_error"

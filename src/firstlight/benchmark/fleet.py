@@ -24,6 +24,7 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from firstlight.benchmark import schedule, sharing, worker
+from firstlight.benchmark.waiting import wait_set
 from firstlight.benchmark.wire import Channel, Message, open_channel, unpack
 
 if TYPE_CHECKING:
@@ -134,9 +135,7 @@ class Fleet:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:  # not the builtin TimeoutError before 3.11
+            if not await wait_set(self._changed, left):
                 return
 
     async def _watching(self, done: Callable[[], bool]) -> None:

@@ -9,7 +9,6 @@ above 1 the requests are sent by worker processes (`fleet`) and this process onl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from firstlight.benchmark.health import ClientWatch, fleet_health, judge_reads
 from firstlight.benchmark.metrics import summarise
 from firstlight.benchmark.pool import ConnectionPool
 from firstlight.benchmark.recorder import RecordWriter
+from firstlight.benchmark.waiting import wait_set
 from firstlight.errors import BenchAborted
 from firstlight.records import RequestRecord
 from firstlight.store import Store
@@ -218,5 +218,4 @@ def _finish(
 async def _tick(progress: ProgressFn, state: LevelState, stop: asyncio.Event) -> None:
     while not stop.is_set():
         progress(state)
-        with contextlib.suppress(asyncio.TimeoutError):  # not the builtin TimeoutError before 3.11
-            await asyncio.wait_for(stop.wait(), TICK_S)
+        await wait_set(stop, TICK_S)

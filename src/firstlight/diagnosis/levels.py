@@ -49,11 +49,13 @@ ERROR_MESSAGE = re.compile(
 )
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
-# `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`): a cause only if
+# `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`, llama.cpp's
+# `flash_attn is not supported with ... - forcing off`): a cause only if
 # nothing that stopped the launch is found.
 CARRIES_ON = re.compile(
     r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without|"
-    r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by)\b"
+    r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by|"
+    r"forcing (it )?off|forcing \w+ (off|to \w+))\b"
 )
 
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.

@@ -25,6 +25,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from firstlight.diagnosis.causes import cause_behind
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
@@ -347,7 +348,7 @@ class RootCauseFinder:
             return None
         top = min(found, key=_rank)
         if top.signature is None:
-            return top
+            return cause_behind(top, self.candidates.values()) or top
         floor = top.score - CAUSAL_BAND
         band = [c for c in found if c.signature is not None and c.quiet == top.quiet and c.score >= floor]
         first = min(band, key=lambda c: c.line_no)
@@ -359,7 +360,8 @@ class RootCauseFinder:
             and c.line_no - first.line_no <= DETAIL_SPAN
             and c.score > first.score
         ]
-        return min(details, key=_rank) if details else first
+        chosen = min(details, key=_rank) if details else first
+        return cause_behind(chosen, self.candidates.values()) or chosen
 
     def confidence(self, chosen: Candidate) -> float:
         """How far to trust the category: the signature's specificity (much less for a broad one), less when the

@@ -1,0 +1,59 @@
+"""Causal pairs: a failure an engine raises only because something it reported earlier, often as a mere warning,
+went wrong first. Levels rank the warning below the failure; the pair says the warning is the cause.
+
+Each pair is read from where the engines wire the two together:
+- PyTorch registers an extension's ops and classes when its shared library loads (`torch.ops.load_library`,
+  `TORCH_LIBRARY`). vLLM (`vllm/_custom_ops.py`, `vllm/platforms`), vllm-ascend and SGLang's `sgl_kernel` import
+  their extension under a try/except that logs a warning and carries on; the first call then finds no such op
+  (`'_OpNamespace' '_C_ascend' object has no attribute 'weak_ref_tensor'`) or class (`Tried to instantiate class
+  '_core_C.ScalarType', but it does not exist!`). The library that did not load is the cause.
+- TGI (`server/text_generation_server/models/__init__.py`) logs `Could not import Flash Attention enabled models:
+  <why>` and later raises `<Model> requires Flash Attention enabled models.` for a model that needs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from firstlight.diagnosis.rootcause import Candidate
+
+
+@dataclass(frozen=True)
+class CausalPair:
+    consequence: re.Pattern[str]
+    antecedent: re.Pattern[str]
+
+
+PAIRS = (
+    CausalPair(
+        re.compile(
+            r"'_OpNamespace' '\w+' object has no attribute|Tried to instantiate class '[\w.]+', but it does not exist"
+            r"|No such operator \w+::\w+"
+        ),
+        re.compile(
+            r"(?i)(failed to (import|load)|ImportError|OSError).*(cannot open shared object file|undefined symbol)"
+        ),
+    ),
+    CausalPair(
+        re.compile(r"requires Flash Attention enabled models"),
+        re.compile(r"Could not import Flash Attention enabled models"),
+    ),
+)
+
+
+def cause_behind(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate | None:
+    """The earlier line `chosen` follows from, by a causal pair (the earliest such line); None when there is none."""
+    pairs = [p for p in PAIRS if p.consequence.search(chosen.line)]
+    if not pairs:
+        return None
+    earlier = sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no)
+    for c in earlier:
+        if any(p.antecedent.search(c.line) for p in pairs):
+            # it caused that failure: as fatal as the failure, whatever level it was logged at
+            why = f"the failure on line {chosen.line_no} follows from it (takes its score {chosen.score:.2f})"
+            return replace(c, score=max(c.score, chosen.score), quiet=chosen.quiet, reasons=(*c.reasons, why))
+    return None
