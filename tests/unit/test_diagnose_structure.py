@@ -11,7 +11,7 @@ import pytest
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_settings_dump
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, load_signatures
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, heaviest, load_signatures
 from firstlight.logs import iter_lines
 
 
@@ -782,3 +782,72 @@ def test_tgi_without_its_flash_attention_models_is_told_by_why_they_did_not_impo
     report = diagnose_text(log)
     assert report.outcome == "failed" and report.diagnosis.line == 1
     assert report.diagnosis.category == "import_dependency_error"
+
+
+def test_a_message_in_another_case_is_still_named() -> None:
+    # engines change a message's case between versions and between their parts (Rust's `failed to ...` where
+    # the Python side wrote `Failed to ...`): the words decide, and the explanation says the case differed
+    log = (
+        "2025-06-02T10:00:00.123Z  INFO dynamo_runtime: starting worker\n"
+        'Error: FAILED TO CONNECT TO ETCD SERVER with config ClientOptions { etcd_url: ["http://etcd:2379"] }\n'
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "nccl_error" and report.diagnosis.line == 2
+    chosen = report.candidates[0]
+    assert any("another case" in reason for reason in chosen["why"])
+
+
+def test_a_signature_in_its_own_case_outranks_one_that_names_the_line_only_in_another() -> None:
+    sigs = load_signatures()
+    exact = next(s for s in sigs if s.id == "address_in_use")
+    line = "OSError: [Errno 98] Address already in use; NO KERNEL IMAGE IS AVAILABLE FOR EXECUTION ON THE DEVICE"
+    assert heaviest(sigs, line) is exact
+
+
+def test_a_panics_message_is_the_cause_whatever_its_words() -> None:
+    # Rust prints the panic's message on the line after its header; no signature need know the words
+    log = (
+        "2024-07-24T18:26:25.496879Z  INFO mistralrs_core::pipeline::normal: Loading `tokenizer.json` at `org/m`\n"
+        "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
+        "Could not get the quux widget from the frobnicator\n"
+        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 3
+    assert report.diagnosis.category == "unknown"
+
+
+def test_a_gated_repo_refused_to_a_rust_frontend_is_missing_model_files() -> None:
+    log = (
+        "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
+        'Could not get file "tokenizer.json" from API: RequestError(Status(403, Response[status: 403, '
+        "status_text: Forbidden, url: https://huggingface.co/org/gated/resolve/main/tokenizer.json]))\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "missing_model_files" and report.diagnosis.line == 2
+
+
+def test_protobufs_bracketed_error_line_is_an_error_and_ends_the_launch() -> None:
+    # `[libprotobuf ERROR file.cc:N] msg`: the level inside the bracket, before the source location
+    log = (
+        "I1212 04:49:30.046418 1230 cuda_memory_manager.cc:107] CUDA memory pool is created on device 0\n"
+        "[libprotobuf ERROR /build/protobuf/src/google/protobuf/text_format.cc:335] Error parsing text-format "
+        "inference.ModelConfig: 29:17: Expected integer, got: $\n"
+    )
+    report = diagnose_text(log)
+    assert report.outcome == "failed" and report.diagnosis.line == 2
+    assert report.diagnosis.category == "invalid_config"
+
+
+def test_an_architecture_transformers_does_not_know_after_a_version_warning_is_the_version() -> None:
+    log = (
+        "2026-02-09 13:58:19,068 - lmdeploy - WARNING - tokenizer.py:89 - The current version of `transformers` is "
+        "transformers==4.57.6, which is lower than the required version transformers==5.0.0rc0. Please upgrade.\n"
+        "2026-02-09 13:59:17,123 - lmdeploy - ERROR - base.py:55 - ValueError: The checkpoint you are trying to "
+        "load has model type `glm4_moe_lite` but Transformers does not recognize this architecture.\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.line == 1 and report.diagnosis.category == "library_version_mismatch"
+    # without the warning, the architecture is what the log names
+    alone = diagnose_text(log.splitlines(keepends=True)[1])
+    assert alone.diagnosis.category == "model_arch_unsupported"

@@ -9,6 +9,10 @@ Each pair is read from where the engines wire the two together:
   '_core_C.ScalarType', but it does not exist!`). The library that did not load is the cause.
 - TGI (`server/text_generation_server/models/__init__.py`) logs `Could not import Flash Attention enabled models:
   <why>` and later raises `<Model> requires Flash Attention enabled models.` for a model that needs them.
+- transformers (`models/auto/configuration_auto.py`) raises `... has model type X but Transformers does not recognize
+  this architecture` when the installed version predates the model; engines check the version first and warn
+  (LMDeploy: `The current version of transformers is A, which is lower than the required version B`, SGLang and
+  vLLM: `... requires transformers>=B`). The version is the cause.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ PAIRS = (
     CausalPair(
         re.compile(r"requires Flash Attention enabled models"),
         re.compile(r"Could not import Flash Attention enabled models"),
+    ),
+    CausalPair(
+        re.compile(r"Transformers does not recognize this architecture"),
+        re.compile(
+            r"(?i)transformers\W.{0,80}(lower|older) than the (minimum )?required version"
+            r"|requires? transformers\s*(>=|>|==)\s*\d|transformers\s*(>=|>|==)\s*[\d.]+\w* is required"
+        ),
     ),
 )
 

@@ -31,6 +31,7 @@ from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
     FRAME_LINE,
+    PANIC_HEADER,
     PROCESS_DIED,
     QUANTIZATION_SOURCES,
     RAISED_IN_ATTENTION,
@@ -41,6 +42,7 @@ from firstlight.diagnosis.signatures import (
     Signature,
     config_sources,
     error_level_lines,
+    heaviest,
     ignored_errors,
     load_signatures,
     registry_sources,
@@ -51,6 +53,7 @@ from firstlight.engines import strip_line_prefix
 from firstlight.logs import fold_digits
 
 EVIDENCE_BEFORE = 3
+PANIC_RX = re.compile(PANIC_HEADER)
 EVIDENCE_AFTER = 2
 MAX_CANDIDATES = 5000
 VERDICT_CACHE = 100_000
@@ -165,6 +168,7 @@ class RootCauseFinder:
         self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
         self._open: list[Candidate] = []  # candidates still collecting their following lines
         self._verdicts: dict[str, Verdict] = {}
+        self._panicked = False  # the last line was a panic header: this one is its message
 
     def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
         if ("^" in line or "~" in line) and _CARETS.match(line):  # Python 3.11's `^^^^` under a code line
@@ -187,7 +191,8 @@ class RootCauseFinder:
             return
         self._code_col = frame.start() if frame is not None else None
         ignored = self._ignored.continues(line, frame is not None)
-        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored)
+        told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
+        cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
             self._open.append(cand)
             if not ignored:
@@ -196,10 +201,12 @@ class RootCauseFinder:
             self._frame = None  # the exception that frame raised: the next one has frames of its own
         self._recent.append(line)
 
-    def _candidate(self, line_no: int, line: str, shape: str, ignored: bool = False) -> Candidate | None:
+    def _candidate(
+        self, line_no: int, line: str, shape: str, ignored: bool = False, told: bool = False
+    ) -> Candidate | None:
         if "Traceback (most recent call last)" in line:
             self.tracebacks += 1
-        verdict = self._classify(shape, line)
+        verdict = self._classify(shape, line, told)
         if verdict is None:
             return None
         if PROCESS_DIED.search(line):
@@ -239,7 +246,7 @@ class RootCauseFinder:
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
-            m = sig.pattern.search(line)
+            m = sig.search(line)
             groups = m.groupdict() if m else {}
             category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
@@ -267,20 +274,22 @@ class RootCauseFinder:
             return None
         return next((sig for places, sig in self.raised_in if places.search(self._frame)), None)
 
-    def _classify(self, shape: str, line: str) -> Verdict:
+    def _classify(self, shape: str, line: str, told: bool = False) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
-        messages with other numbers, so the verdict is cached by the line's shape (digits folded)."""
-        if shape in self._verdicts:
-            return self._verdicts[shape]
-        verdict = self._classify_uncached(line)
+        messages with other numbers, so the verdict is cached by the line's shape (digits folded). `told`: the
+        line is the message of a panic header above it, an error whatever its words."""
+        key = f"told:{shape}" if told else shape
+        if key in self._verdicts:
+            return self._verdicts[key]
+        verdict = self._classify_uncached(line, told)
         if len(self._verdicts) > VERDICT_CACHE:
             self._verdicts.clear()
-        self._verdicts[shape] = verdict
+        self._verdicts[key] = verdict
         return verdict
 
-    def _classify_uncached(self, full: str) -> Verdict:
+    def _classify_uncached(self, full: str, told: bool = False) -> Verdict:
         line = full[:MATCH_CHARS]  # a cause is stated at the start of its line; a 60 KB line costs no more
-        error_level = self.error_rx is not None and self.error_rx.search(line) is not None
+        error_level = told or (self.error_rx is not None and self.error_rx.search(line) is not None)
         if not (error_level or TRIGGER.search(line)) or is_settings_dump(line):
             return None
         if self.wrappers_rx.search(line):
@@ -291,6 +300,8 @@ class RootCauseFinder:
         if best is not None:
             score = best.weight + (EXCEPTION_BONUS if exc else 0.0)
             reasons.append(f"signature {best.id} ({best.category}, weight {best.weight})")
+            if best.pattern.search(line) is None:
+                reasons.append("its words in another case")
             if exc:
                 reasons.append("an exception line")
         elif exc:
@@ -298,7 +309,7 @@ class RootCauseFinder:
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
         elif error_level or ERROR_MESSAGE.search(line):
             score = ERROR_LEVEL
-            reasons.append("an error-level line")
+            reasons.append("the message of a panic" if told else "an error-level line")
         else:
             return None
         score, level, quiet = self._level(line, score)
@@ -306,14 +317,7 @@ class RootCauseFinder:
 
     def _signature(self, line: str) -> Signature | None:
         """The heaviest signature that names the line (read to its first MATCH_CHARS characters)."""
-        best: Signature | None = None
-        probe = line[:MATCH_CHARS]
-        for sig in self.signatures:
-            if best is not None and sig.weight <= best.weight:
-                continue
-            if sig.pattern.search(probe):
-                best = sig
-        return best
+        return heaviest(self.signatures, line[:MATCH_CHARS])
 
     def _level(self, line: str, score: float) -> tuple[float, list[str], bool]:
         """The score as the line's level leaves it (quiet, restating an exception, carried on from), why, and

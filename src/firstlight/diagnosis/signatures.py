@@ -45,6 +45,13 @@ class Signature:
     example: str = ""  # one line it matches, as an engine prints it
     request: bool = False  # one request's failure: after the engine's ready line the server goes on serving
     detailed: bool = False  # its message goes on in the next lines, which may name the cause (NCCL's "Last error:")
+    # the pattern in any case: engines change a message's case between versions and between their parts
+    # ("Failed to connect to NATS" in one, "failed to connect to NATS" in another)
+    folded: re.Pattern[str] | None = None
+
+    def search(self, line: str) -> re.Match[str] | None:
+        """The pattern's match on the line, in its own case or else in any case."""
+        return self.pattern.search(line) or (self.folded.search(line) if self.folded is not None else None)
 
     def remedy_for(self, groups: dict[str, str | None]) -> str:
         return self.remedy.format_map(_Captured(groups)).strip()
@@ -80,9 +87,26 @@ def load_signatures() -> tuple[Signature, ...]:
                 entry.get("example", ""),
                 _flag(entry, "request"),
                 _flag(entry, "detailed"),
+                re.compile(entry["pattern"], re.IGNORECASE),
             )
         )
     return tuple(out)
+
+
+def heaviest(signatures: tuple[Signature, ...], line: str) -> Signature | None:
+    """The heaviest signature that names the line in its own case or, when none does, in any case."""
+    return _heaviest(signatures, line, folded=False) or _heaviest(signatures, line, folded=True)
+
+
+def _heaviest(signatures: tuple[Signature, ...], line: str, folded: bool) -> Signature | None:
+    best: Signature | None = None
+    for sig in signatures:
+        if best is not None and sig.weight <= best.weight:
+            continue
+        pattern = sig.folded if folded and sig.folded is not None else sig.pattern
+        if pattern.search(line):
+            best = sig
+    return best
 
 
 def _flag(entry: dict, name: str) -> bool:
@@ -137,14 +161,15 @@ PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
     r"^\s*Aborted\s*$|runner (process has )?terminated"
 )
+# Rust's panic header: since 1.73 its message is on the line after it
+PANIC_HEADER = r"thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
     # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
     r"failed to be inspected\. Please check the logs|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     + SIGTERM_EXIT
-    # Rust's panic header: since 1.73 its message is on the lines after it
-    + r"|thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$|"
+    + f"|{PANIC_HEADER}|"
     + TRACEBACK_HEADER
 )
 
