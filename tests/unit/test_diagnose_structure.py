@@ -756,32 +756,49 @@ def test_a_log_cut_off_in_a_repeated_line_stalled_where_the_wait_began() -> None
     assert report.outcome == "not_ready" and report.diagnosis.line == 2
 
 
-def test_an_op_missing_because_its_extension_did_not_load_is_told_by_the_load_failure() -> None:
-    """A warning ranks below an error, but an op that is not registered follows from the library that did not load."""
-    log = (
-        "WARNING 02-28 20:57:36 _core_ext.py:180] Failed to import from vllm._core_C with ImportError('libtorch_hip.so: "
-        "cannot open shared object file: No such file or directory')\n"
-        "INFO 02-28 20:57:38 config.py:510] This model supports multiple tasks.\n"
-        "RuntimeError: Tried to instantiate class '_core_C.ScalarType', but it does not exist! Ensure that it is "
-        "registered via torch::class_\n"
-    )
+# an op or class that is not registered follows from the extension library that did not load
+OP_AFTER_LOAD_FAILURE = (
+    "WARNING 02-28 20:57:36 _core_ext.py:180] Failed to import from vllm._core_C with ImportError('libtorch_hip.so: "
+    "cannot open shared object file: No such file or directory')\n"
+    "INFO 02-28 20:57:38 config.py:510] This model supports multiple tasks.\n"
+    "RuntimeError: Tried to instantiate class '_core_C.ScalarType', but it does not exist! Ensure that it is "
+    "registered via torch::class_\n"
+)
+TGI_FLASH_IMPORT = (
+    "2023-07-20T12:31:14.506674Z  WARN text_generation_launcher: Could not import Flash Attention enabled models: "
+    "No module named 'vllm_cache_ops'\n"
+    "NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n"
+)
+TRANSFORMERS_TOO_OLD = (
+    "2026-02-09 13:58:19,068 - lmdeploy - WARNING - tokenizer.py:89 - The current version of `transformers` is "
+    "transformers==4.57.6, which is lower than the required version transformers==5.0.0rc0. Please upgrade.\n"
+    "2026-02-09 13:59:17,123 - lmdeploy - ERROR - base.py:55 - ValueError: The checkpoint you are trying to "
+    "load has model type `glm4_moe_lite` but Transformers does not recognize this architecture.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "log, category",
+    [
+        (OP_AFTER_LOAD_FAILURE, "import_dependency_error"),
+        (TGI_FLASH_IMPORT, "import_dependency_error"),
+        (TRANSFORMERS_TOO_OLD, "library_version_mismatch"),
+    ],
+    ids=["op-after-extension-load-failure", "tgi-flash-attention-models", "transformers-older-than-required"],
+)
+def test_a_failure_that_follows_from_a_warning_before_it_is_told_by_the_warning(log: str, category: str) -> None:
+    """A warning ranks below an error, but not the warning a failure follows from."""
     report = diagnose_text(log)
     assert report.outcome == "failed" and report.diagnosis.line == 1
-    assert report.diagnosis.category == "import_dependency_error"
-    # without the load failure before it, the missing class is the cause
+    assert report.diagnosis.category == category
+    # without the warning before it, the failure is the cause
     alone = diagnose_text(log.split("\n", 1)[1])
-    assert alone.diagnosis.line == 2
+    assert alone.diagnosis.root_cause_line == log.splitlines()[-1]
 
 
-def test_tgi_without_its_flash_attention_models_is_told_by_why_they_did_not_import() -> None:
-    log = (
-        "2023-07-20T12:31:14.506674Z  WARN text_generation_launcher: Could not import Flash Attention enabled models: "
-        "No module named 'vllm_cache_ops'\n"
-        "NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n"
-    )
-    report = diagnose_text(log)
-    assert report.outcome == "failed" and report.diagnosis.line == 1
-    assert report.diagnosis.category == "import_dependency_error"
+def test_an_architecture_transformers_does_not_know_is_the_architecture_without_a_version_warning() -> None:
+    alone = diagnose_text(TRANSFORMERS_TOO_OLD.splitlines(keepends=True)[1])
+    assert alone.diagnosis.category == "model_arch_unsupported"
 
 
 def test_a_message_in_another_case_is_still_named() -> None:
@@ -804,50 +821,38 @@ def test_a_signature_in_its_own_case_outranks_one_that_names_the_line_only_in_an
     assert heaviest(sigs, line) is exact
 
 
-def test_a_panics_message_is_the_cause_whatever_its_words() -> None:
-    # Rust prints the panic's message on the line after its header; no signature need know the words
-    log = (
-        "2024-07-24T18:26:25.496879Z  INFO mistralrs_core::pipeline::normal: Loading `tokenizer.json` at `org/m`\n"
-        "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
-        "Could not get the quux widget from the frobnicator\n"
-        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n"
-    )
+@pytest.mark.parametrize(
+    "log, line, category",
+    [
+        # Rust prints the panic's message on the line after its header; no signature need know the words
+        (
+            "2024-07-24T18:26:25.496879Z  INFO mistralrs_core::pipeline::normal: Loading `tokenizer.json`\n"
+            "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
+            "Could not get the quux widget from the frobnicator\n"
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+            3,
+            "unknown",
+        ),
+        (
+            "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
+            'Could not get file "tokenizer.json" from API: RequestError(Status(403, Response[status: 403, '
+            "status_text: Forbidden, url: https://huggingface.co/org/gated/resolve/main/tokenizer.json]))\n",
+            2,
+            "missing_model_files",
+        ),
+        # `[libprotobuf ERROR file.cc:N] msg`: the level inside the bracket, before the source location; the log
+        # stops on it, so the launch failed there
+        (
+            "I1212 04:49:30.046418 1230 cuda_memory_manager.cc:107] CUDA memory pool is created on device 0\n"
+            "[libprotobuf ERROR /build/protobuf/src/google/protobuf/text_format.cc:335] Error parsing text-format "
+            "inference.ModelConfig: 29:17: Expected integer, got: $\n",
+            2,
+            "invalid_config",
+        ),
+    ],
+    ids=["panic-message", "panic-message-hub-403", "protobuf-error"],
+)
+def test_an_error_in_a_libraries_own_format_is_the_cause(log: str, line: int, category: str) -> None:
     report = diagnose_text(log)
-    assert report.outcome == "failed" and report.diagnosis.line == 3
-    assert report.diagnosis.category == "unknown"
-
-
-def test_a_gated_repo_refused_to_a_rust_frontend_is_missing_model_files() -> None:
-    log = (
-        "thread 'main' panicked at mistralrs-core/src/pipeline/normal.rs:200:58:\n"
-        'Could not get file "tokenizer.json" from API: RequestError(Status(403, Response[status: 403, '
-        "status_text: Forbidden, url: https://huggingface.co/org/gated/resolve/main/tokenizer.json]))\n"
-    )
-    report = diagnose_text(log)
-    assert report.diagnosis.category == "missing_model_files" and report.diagnosis.line == 2
-
-
-def test_protobufs_bracketed_error_line_is_an_error_and_ends_the_launch() -> None:
-    # `[libprotobuf ERROR file.cc:N] msg`: the level inside the bracket, before the source location
-    log = (
-        "I1212 04:49:30.046418 1230 cuda_memory_manager.cc:107] CUDA memory pool is created on device 0\n"
-        "[libprotobuf ERROR /build/protobuf/src/google/protobuf/text_format.cc:335] Error parsing text-format "
-        "inference.ModelConfig: 29:17: Expected integer, got: $\n"
-    )
-    report = diagnose_text(log)
-    assert report.outcome == "failed" and report.diagnosis.line == 2
-    assert report.diagnosis.category == "invalid_config"
-
-
-def test_an_architecture_transformers_does_not_know_after_a_version_warning_is_the_version() -> None:
-    log = (
-        "2026-02-09 13:58:19,068 - lmdeploy - WARNING - tokenizer.py:89 - The current version of `transformers` is "
-        "transformers==4.57.6, which is lower than the required version transformers==5.0.0rc0. Please upgrade.\n"
-        "2026-02-09 13:59:17,123 - lmdeploy - ERROR - base.py:55 - ValueError: The checkpoint you are trying to "
-        "load has model type `glm4_moe_lite` but Transformers does not recognize this architecture.\n"
-    )
-    report = diagnose_text(log)
-    assert report.diagnosis.line == 1 and report.diagnosis.category == "library_version_mismatch"
-    # without the warning, the architecture is what the log names
-    alone = diagnose_text(log.splitlines(keepends=True)[1])
-    assert alone.diagnosis.category == "model_arch_unsupported"
+    assert report.outcome == "failed" and report.diagnosis.line == line
+    assert report.diagnosis.category == category
