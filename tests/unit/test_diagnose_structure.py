@@ -856,3 +856,16 @@ def test_an_error_in_a_libraries_own_format_is_the_cause(log: str, line: int, ca
     report = diagnose_text(log)
     assert report.outcome == "failed" and report.diagnosis.line == line
     assert report.diagnosis.category == category
+
+
+def test_an_error_wrapped_on_its_way_up_is_told_where_it_was_first_stated() -> None:
+    log = (
+        "2026-01-20T15:24:43.340496Z ERROR engine::alloc: frobnication failed: widget pool has 3 slots, needs 9\n"
+        "2026-01-20T15:24:43.341716Z  INFO engine::core: shutting down\n"
+        "RuntimeError: Failed to start engine: frobnication failed: widget pool has 3 slots, needs 9\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.line == 1
+    # a short common phrase repeated is not the same statement
+    short = "ERROR engine::alloc: failed: x\nRuntimeError: Failed to start engine: failed: x\n"
+    assert diagnose_text(short).diagnosis.line == 2

@@ -20,10 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from firstlight.diagnosis.rootcause import Candidate
+from firstlight.diagnosis.candidate import Candidate
 
 
 @dataclass(frozen=True)
@@ -54,6 +52,41 @@ PAIRS = (
         ),
     ),
 )
+
+
+STATED_CHARS = 24  # a message this long, repeated inside a later line, is the same statement, not a common phrase
+
+
+def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate:
+    """The earliest line whose message `chosen` repeats inside its own: an error that outer layers wrap on its way
+    up (`KVCache allocation failed: X` logged, then `Failed to allocate KVCache: KVCache allocation failed: X`;
+    `HIP error: invalid device function`, then `RuntimeError: HIP error: invalid device function`) was stated
+    first where it happened. That line, as strong as the one that repeats it; `chosen` when there is none."""
+    for c in sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no):
+        if any(message in chosen.line for message in _messages(c.line)):
+            why = f"line {chosen.line_no} repeats its message (takes its score {chosen.score:.2f})"
+            return replace(
+                c,
+                score=max(c.score, chosen.score),
+                category=chosen.category,
+                signature=chosen.signature,
+                groups=chosen.groups,
+                quiet=chosen.quiet,
+                reasons=(*c.reasons, why),
+            )
+    return chosen
+
+
+def _messages(line: str) -> Iterable[str]:
+    """The line and each tail after a `: ` (past its logger, level and exception type), as long as STATED_CHARS."""
+    text = line.strip()
+    start = 0
+    while len(text) - start >= STATED_CHARS:
+        yield text[start:]
+        cut = text.find(": ", start)
+        if cut < 0:
+            return
+        start = cut + 2
 
 
 def cause_behind(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate | None:

@@ -40,6 +40,8 @@ ERROR_MESSAGE = re.compile(
     r"|thread '[^']{1,60}' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
     r"|called `(?:Result|Option)::(?:unwrap|expect)\(\)` on an? `(?:Err|None)` value"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
+    # Rust's tracing (TGI, mistral.rs, Dynamo, vllm.rs): `2026-01-20T15:24:43.340496Z ERROR vllm_rs::core::engine: msg`
+    r"|\d(?:Z|[+-]\d\d:?\d\d)?\s+(?:ERROR|FATAL)\s+[\w.-]+(?:::[\w.-]+)*:\s+\S"
     r"|^\[[\w-]+ (?:ERROR|FATAL) \S+:\d+\]\s*\S"  # protobuf's and abseil's `[libprotobuf ERROR file.cc:335] msg`
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"

@@ -23,9 +23,9 @@ from __future__ import annotations
 import heapq
 import re
 from collections import deque
-from dataclasses import dataclass, field
 
-from firstlight.diagnosis.causes import cause_behind
+from firstlight.diagnosis.candidate import ERROR_LEVEL, Candidate
+from firstlight.diagnosis.causes import cause_behind, first_statement
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
@@ -61,7 +61,6 @@ VERDICT_CACHE = 100_000
 # tens of kilobytes (a dumped tensor, a base64 blob) must not cost a regex's worst case.
 MATCH_CHARS = 4000
 
-ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
 GENERIC_EXCEPTION = 0.31  # above an error-level line: an exception says what was raised, not only that it went wrong
 BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
@@ -100,44 +99,6 @@ def normalise(line: str) -> str:
     """The line without rank, pid and time prefixes (every engine's, as their adapters declare them), so
     the same message from 8 ranks is one key."""
     return strip_line_prefix(line).strip()
-
-
-@dataclass
-class Candidate:
-    score: float
-    line_no: int
-    line: str
-    category: str
-    signature: Signature | None
-    groups: dict[str, str | None]
-    before: list[str]
-    after: list[str] = field(default_factory=list)
-    count: int = 1
-    last_seen: int = 0  # the line of its last repeat (0: never repeated)
-    reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
-    quiet: bool = False  # logged at INFO/WARNING
-
-    @property
-    def fatal(self) -> bool:
-        """An exception or an error-level line: a log that stops on it died of it."""
-        return not self.quiet and self.score >= ERROR_LEVEL
-
-    @property
-    def remedy(self) -> str:
-        if self.signature is None:
-            return ""
-        return self.signature.remedy_for(self.groups)
-
-    def explained(self) -> dict[str, object]:
-        return {
-            "line": self.line_no,
-            "text": self.line,
-            "score": round(self.score, 3),
-            "category": self.category,
-            "signature": self.signature.id if self.signature else None,
-            "why": list(self.reasons),
-            "repeats": self.count,
-        }
 
 
 class RootCauseFinder:
@@ -251,7 +212,19 @@ class RootCauseFinder:
             category = sig.category
         if len(self.candidates) >= MAX_CANDIDATES and score <= min(c.score for c in self.candidates.values()):
             return None
-        cand = Candidate(score, line_no, line, category, sig, groups, before, after, reasons=reasons, quiet=quiet)
+        cand = Candidate(
+            score,
+            line_no,
+            line,
+            category,
+            sig,
+            groups,
+            before,
+            after,
+            reasons=reasons,
+            quiet=quiet,
+            ignored=ignored or self._carried_on(line),
+        )
         self.candidates[key] = cand
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
@@ -330,10 +303,16 @@ class RootCauseFinder:
         if self.restating_rx is not None and self.restating_rx.search(line):
             score -= RESTATED
             reasons.append(f"restates an exception shown after it (-{RESTATED})")
-        if (self.ignored_rx is not None and self.ignored_rx.search(line)) or CARRIES_ON.search(line):
+        if self._carried_on(line):
             score *= IGNORED_FACTOR
             reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
         return score, reasons, quiet
+
+    def _carried_on(self, line: str) -> bool:
+        """An error the engine says it ignores, or a line that says the engine carries on past it."""
+        return (self.ignored_rx is not None and self.ignored_rx.search(line) is not None) or bool(
+            CARRIES_ON.search(line)
+        )
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""
@@ -352,7 +331,7 @@ class RootCauseFinder:
             return None
         top = min(found, key=_rank)
         if top.signature is None:
-            return cause_behind(top, self.candidates.values()) or top
+            return self._first_statement(cause_behind(top, self.candidates.values()) or top)
         floor = top.score - CAUSAL_BAND
         band = [c for c in found if c.signature is not None and c.quiet == top.quiet and c.score >= floor]
         first = min(band, key=lambda c: c.line_no)
@@ -365,7 +344,15 @@ class RootCauseFinder:
             and c.score > first.score
         ]
         chosen = min(details, key=_rank) if details else first
-        return cause_behind(chosen, self.candidates.values()) or chosen
+        return self._first_statement(cause_behind(chosen, self.candidates.values()) or chosen)
+
+    def _first_statement(self, chosen: Candidate) -> Candidate:
+        """Where the chosen message was first stated, other than by an error the engine ignored or by a line that
+        restates an exception shown after it (the engine's summary of a traceback yields to the traceback's
+        exception)."""
+        rx = self.restating_rx
+        stated = (c for c in self.candidates.values() if not c.ignored and (rx is None or not rx.search(c.line)))
+        return first_statement(chosen, stated)
 
     def confidence(self, chosen: Candidate) -> float:
         """How far to trust the category: the signature's specificity (much less for a broad one), less when the

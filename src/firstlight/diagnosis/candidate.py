@@ -1,0 +1,48 @@
+"""A candidate: one line of a log that may state the launch's root cause, with its score and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from firstlight.diagnosis.signatures import Signature
+
+ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
+
+
+@dataclass
+class Candidate:
+    score: float
+    line_no: int
+    line: str
+    category: str
+    signature: Signature | None
+    groups: dict[str, str | None]
+    before: list[str]
+    after: list[str] = field(default_factory=list)
+    count: int = 1
+    last_seen: int = 0  # the line of its last repeat (0: never repeated)
+    reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
+    quiet: bool = False  # logged at INFO/WARNING
+    ignored: bool = False  # an error the engine says it ignores or carries on past
+
+    @property
+    def fatal(self) -> bool:
+        """An exception or an error-level line: a log that stops on it died of it."""
+        return not self.quiet and self.score >= ERROR_LEVEL
+
+    @property
+    def remedy(self) -> str:
+        if self.signature is None:
+            return ""
+        return self.signature.remedy_for(self.groups)
+
+    def explained(self) -> dict[str, object]:
+        return {
+            "line": self.line_no,
+            "text": self.line,
+            "score": round(self.score, 3),
+            "category": self.category,
+            "signature": self.signature.id if self.signature else None,
+            "why": list(self.reasons),
+            "repeats": self.count,
+        }
