@@ -201,6 +201,8 @@ AssertionError
     category, confidence = raised_in("/s/sglang/srt/layers/attention/triton_backend.py")
     assert category == "attention_backend_unsupported" and confidence < 0.8  # a family of causes: broad
     assert raised_in("/s/vllm/v1/attention/backends/flashinfer.py")[0] == "attention_backend_unsupported"
+    # flash-attn as engines vendor it (vllm_flash_attn, its CuTe kernels)
+    assert raised_in(".../vllm/vllm_flash_attn/cute/flash_fwd_sm100.py")[0] == "attention_backend_unsupported"
     assert raised_in("/s/vllm/model_executor/layers/quantization/awq.py")[0] == "unsupported_quantization_format"
     assert raised_in("/s/sglang/srt/distributed/parallel_state.py")[0] == "unknown"
 
@@ -343,6 +345,9 @@ NCCL version 2.21.5+cuda12.4
         # Python logging's `name - WARNING - message`
         "2026-03-13 10:15:05,676 - lmdeploy - WARNING - transformers.py:22 - LMDeploy requires transformers version: "
         "[4.33.0 ~ 4.57.3], but found version: 5.2.0",
+        # Rust's tracing with a hyphenated target (TGI's shard manager)
+        "2023-07-05T19:53:48.448329Z  WARN shard-manager: text_generation_launcher: Could not import Flash Attention "
+        "enabled models: CUDA is not available",
     ],
 )
 def test_info_and_warning_lines_in_other_formats_are_quiet(line: str) -> None:
@@ -849,8 +854,16 @@ def test_a_signature_in_its_own_case_outranks_one_that_names_the_line_only_in_an
             2,
             "invalid_config",
         ),
+        # a compiler's diagnostic (a kernel or shader compiled at start-up), with its column
+        (
+            "ggml_metal_library_init: compiling the Metal library from source\n"
+            "/System/Library/Frameworks/MPP.framework/Headers/MatMul2dImpl.h:3267:5: error: static_assert failed due "
+            "to requirement 'is_same_v<half, bfloat>' \"Input types must match\"\n",
+            2,
+            "unknown",
+        ),
     ],
-    ids=["panic-message", "panic-message-hub-403", "protobuf-error"],
+    ids=["panic-message", "panic-message-hub-403", "protobuf-error", "compiler-diagnostic"],
 )
 def test_an_error_in_a_libraries_own_format_is_the_cause(log: str, line: int, category: str) -> None:
     report = diagnose_text(log)

@@ -10,8 +10,8 @@ from firstlight.engines import strip_line_prefix
 
 QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
-    r"|\s(?:INFO|DEBUG)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)"
-    r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
+    r"|\s(?:INFO|DEBUG)(?:\s+[\w.:-]+[:\]]|:\s|\s+\d\d-\d\d\s)"
+    r"|(?<!NCCL)\s(?:WARN|WARNING)(?:\s+[\w.:-]+[:\]]|:\s|\s+\d\d-\d\d\s)|^\[W\d"
     # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
     r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
@@ -46,6 +46,7 @@ ERROR_MESSAGE = re.compile(
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
+    r"|^\S+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp|metal):\d+:\d+: (?:fatal )?error: \S"  # a compiler's diagnostic
     # a logger's level among the first words of its line: `... kserve ERROR [__main__.py:<module>():341] msg`,
     # `xinference.core.worker 48213 ERROR    msg`, `03:47PM ERROR msg`
     r"|^[^\s\]]*(?:\s+[^\s\]]+){0,5}?\s+(?:ERROR|CRITICAL)\s+(?:\[[^\]]{1,80}\]\s*)?[A-Z]"

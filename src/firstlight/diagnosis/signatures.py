@@ -227,7 +227,7 @@ RAISED_IN_REGISTRY = Signature(
 # paths are the engines' own layouts (vLLM, SGLang, TGI) and the kernel libraries'; on real logs whose cause no
 # signature named, these frames were right 5 times in 6 and the distributed package's 0 in 2 (left out).
 ATTENTION_SOURCES = re.compile(
-    r"/(?:v1/)?attention/|/layers/attention/|_attention\.py$|/aiter/mla\.py|/flash_attn/|/flashinfer/(?!jit/)"
+    r"/(?:v1/)?attention/|/layers/attention/|_attention\.py$|/aiter/mla\.py|/\w*flash_attn\w*/|/flashinfer/(?!jit/)"
 )
 QUANTIZATION_SOURCES = re.compile(r"/layers/quantization/|/quantization/|/utils/(?:gptq|awq)/|/compressed_tensors/")
 
