@@ -862,8 +862,34 @@ def test_a_signature_in_its_own_case_outranks_one_that_names_the_line_only_in_an
             2,
             "unknown",
         ),
+        # `FATAL ERROR` says so whatever follows it (Habana's lazy-mode runtime); the paste ends mid-traceback
+        (
+            "INFO 02-04 12:35:23 hpu_model_runner.py:794] Loading model weights took in total 15.05 GiB\n"
+            "ERROR 02-04 12:35:23 engine.py:387] [Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, ValidateSyncInputTensors "
+            "tensor_data is empty.\n"
+            "ERROR 02-04 12:35:23 engine.py:387] Traceback (most recent call last):\n",
+            2,
+            "unknown",
+        ),
+        # a paste cut off after the frame that raises: the raise statement stands for its exception line
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/server.py", line 231, in serve_inner\n'
+            "    model = get_model(\n"
+            '  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/models/__init__.py", line 1064\n'
+            '    raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")\n',
+            5,
+            "cuda_oom",
+        ),
     ],
-    ids=["panic-message", "panic-message-hub-403", "protobuf-error", "compiler-diagnostic"],
+    ids=[
+        "panic-message",
+        "panic-message-hub-403",
+        "protobuf-error",
+        "compiler-diagnostic",
+        "fatal-error",
+        "cut-off-raise",
+    ],
 )
 def test_an_error_in_a_libraries_own_format_is_the_cause(log: str, line: int, category: str) -> None:
     report = diagnose_text(log)

@@ -37,7 +37,7 @@ def is_quiet(line: str) -> bool:
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
-    r"|thread '[^']{1,60}' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s"
+    r"|thread '[^']{1,60}' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s|\bFATAL ERROR\b"
     r"|called `(?:Result|Option)::(?:unwrap|expect)\(\)` on an? `(?:Err|None)` value"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
     # Rust's tracing (TGI, mistral.rs, Dynamo, vllm.rs): `2026-01-20T15:24:43.340496Z ERROR vllm_rs::core::engine: msg`

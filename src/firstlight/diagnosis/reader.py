@@ -151,6 +151,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
             run_start, run_shape = (line_no, text), shape
         finder.feed(line_no, text, shape)
     stall = _stall(run_start, last_line, adapter.clocks if adapter else any_clock())
+    finder.finish()
     return _conclude(engine, adapter, phases, finder, stall, progress_line, count)
 
 

@@ -26,11 +26,11 @@ from collections import deque
 
 from firstlight.diagnosis.candidate import ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import cause_behind, first_statement
+from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
-    FRAME_LINE,
     PANIC_HEADER,
     PROCESS_DIED,
     QUANTIZATION_SOURCES,
@@ -87,7 +87,6 @@ BROAD_CONFIDENCE = 0.65
 Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
-_RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 
 
 def _rank(c: Candidate) -> tuple[float, int]:
@@ -118,9 +117,7 @@ class RootCauseFinder:
         self.raised_in = tuple((rx, sig) for rx, sig in places if rx is not None)
         self.ignored_rx = ignored_errors()
         self.restating_rx = restating_lines()
-        self._frame: str | None = None  # the last traceback frame's file, until an exception line follows
-        self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
-        self._code: tuple[int, str] | None = None  # the source line under the last frame: a bare assert's statement
+        self._traceback = TracebackPlace()
         self._ignored = IgnoredMessage(self.ignored_rx)  # an ignored error's message running on over the next lines
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
@@ -137,30 +134,31 @@ class RootCauseFinder:
         for cand in self._open:
             cand.after.append(line)
         self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
-        frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
-        if frame is not None:
-            self._frame = frame.group("path")
-            self._code = None
-        elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
-            "raise " in line and _RAISE.match(strip_line_prefix(line))
-        ):
-            # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`,
-            # also where an engine's logger put its prefix before it (`ERROR ... [core.py:398] raise TimeoutError`)
-            self._code_col = None
-            self._code = (line_no, line)
+        frame, code = self._traceback.read(line_no, line)
+        if code:
             self._recent.append(line)
             return
-        self._code_col = frame.start() if frame is not None else None
-        ignored = self._ignored.continues(line, frame is not None)
+        ignored = self._ignored.continues(line, frame)
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
             self._open.append(cand)
             if not ignored:
                 self._ignored.starts(line)
-        if frame is None and self._frame is not None and EXCEPTION_LINE.search(line):
-            self._frame = None  # the exception that frame raised: the next one has frames of its own
+        self._traceback.raised(line, frame)
         self._recent.append(line)
+
+    def finish(self) -> None:
+        """The log ended inside a traceback whose last frame shows a `raise` with its message, and no exception line
+        after it (a paste cut short): that statement says what the exception would have."""
+        cut_off = self._traceback.cut_off_raise()
+        if cut_off is None:
+            return
+        line_no, code, stated = cut_off
+        cand = self._candidate(line_no, stated, fold_digits(stated))
+        if cand is not None:
+            cand.line = code
+            cand.reasons = (*cand.reasons, "the raise statement a traceback cut off before its exception line shows")
 
     def _candidate(
         self, line_no: int, line: str, shape: str, ignored: bool = False, told: bool = False
@@ -179,7 +177,7 @@ class RootCauseFinder:
         score, sig, reasons, quiet = verdict
         before = list(self._recent)
         after: list[str] = []
-        statement = self._failed_assert(line)
+        statement = self._traceback.failed_assert(line)
         if statement is not None:  # `AssertionError` alone: the assert statement above it says what failed
             exception = line
             line_no, line = statement
@@ -203,7 +201,10 @@ class RootCauseFinder:
         if raised_in is not None:
             sig = raised_in
             score = max(score, sig.weight + EXCEPTION_BONUS)
-            reasons = (*reasons, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({self._frame})")
+            reasons = (
+                *reasons,
+                f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({self._traceback.frame})",
+            )
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
@@ -231,21 +232,14 @@ class RootCauseFinder:
             del self.candidates[worst]
         return cand
 
-    def _failed_assert(self, line: str) -> tuple[int, str] | None:
-        """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""
-        if self._code is None or normalise(line) != "AssertionError":
-            return None
-        if not strip_line_prefix(self._code[1]).lstrip().startswith("assert "):
-            return None
-        return self._code
-
     def _raised_in(self, line: str, exception: bool = False) -> Signature | None:
         """For a generic exception, what the place it was raised says (its last traceback frame): a model
         registry's lookup, an engine's argument and config validation, an attention backend, a quantization
         layer (the first of these that matches)."""
-        if self._frame is None or not (exception or EXCEPTION_LINE.search(line)):
+        where = self._traceback.frame
+        if where is None or not (exception or EXCEPTION_LINE.search(line)):
             return None
-        return next((sig for places, sig in self.raised_in if places.search(self._frame)), None)
+        return next((sig for places, sig in self.raised_in if places.search(where)), None)
 
     def _classify(self, shape: str, line: str, told: bool = False) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same

@@ -1,0 +1,66 @@
+"""Where a Python traceback is as a log is read: its last frame's file and the source line shown under it.
+
+The frame says where an exception was raised (an engine's config validation, a model registry); the source line
+says what a bare `AssertionError` asserted, and what a traceback cut off before its exception line would have
+raised."""
+
+from __future__ import annotations
+
+import re
+
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, FRAME_LINE
+from firstlight.engines import strip_line_prefix
+
+_RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
+# `raise NotImplementedError("sharded is not supported for AutoModel")`: what the exception line would have said
+_RAISE_CALL = re.compile(r"""^\s*raise (?P<exc>[\w.]+)\(\s*f?(?P<q>["'])(?P<msg>.+?)(?P=q)\s*\)\s*$""")
+
+
+class TracebackPlace:
+    """Feed every line; `frame` and `code` then say where the traceback being read is."""
+
+    def __init__(self) -> None:
+        self.frame: str | None = None  # the last traceback frame's file, until an exception line follows
+        self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
+        self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
+
+    def read(self, line_no: int, line: str) -> tuple[bool, bool]:
+        """Note the line; whether it is a frame line, and whether it is the source line under a frame."""
+        frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
+        if frame is not None:
+            self.frame = frame.group("path")
+            self.code = None
+        elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
+            "raise " in line and _RAISE.match(strip_line_prefix(line))
+        ):
+            # the source line a traceback shows under its frame, indented deeper: `raise RuntimeError(f"NCCL ...")`,
+            # also where an engine's logger put its prefix before it (`ERROR ... [core.py:398] raise TimeoutError`)
+            self._code_col = None
+            self.code = (line_no, line)
+            return False, True
+        self._code_col = frame.start() if frame is not None else None
+        return frame is not None, False
+
+    def raised(self, line: str, frame: bool) -> None:
+        """After a line that is not a frame: an exception line ends the traceback (the next has frames of its own)."""
+        if not frame and self.frame is not None and EXCEPTION_LINE.search(line):
+            self.frame = None
+
+    def failed_assert(self, line: str) -> tuple[int, str] | None:
+        """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""
+        if self.code is None or strip_line_prefix(line).strip() != "AssertionError":
+            return None
+        if not strip_line_prefix(self.code[1]).lstrip().startswith("assert "):
+            return None
+        return self.code
+
+    def cut_off_raise(self) -> tuple[int, str, str] | None:
+        """A traceback left open under a `raise X("message")` (the log ended before its exception line): the raise
+        statement's line number, its text, and the exception line it stands for (`X: message`)."""
+        if self.frame is None or self.code is None:
+            return None
+        line_no, code = self.code
+        raised = _RAISE_CALL.match(strip_line_prefix(code))
+        if raised is None:
+            return None
+        return line_no, code, f"{raised['exc']}: {raised['msg']}"
