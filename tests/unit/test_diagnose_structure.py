@@ -414,6 +414,15 @@ def test_a_line_that_restates_an_exception_yields_to_the_exception() -> None:
             "'num_special_tokens_to_add'?",
             "library_version_mismatch",
         ),
+        # Triton's driver lookup, in words without an error word
+        (
+            "> Possible files are located at ['/lib64/libcuda.so.1'].Please create a symlink of libcuda.so to any of "
+            "the file.",
+            "import_dependency_error",
+        ),
+        # no driver library at all is not a driver of another version
+        ("OSError: libcuda.so.1: cannot open shared object file: No such file or directory", "import_dependency_error"),
+        ("RuntimeError: Failed to retrieve cuLaunchKernelEx from libcuda.so.1", "cuda_driver_mismatch"),
     ],
 )
 def test_messages_of_runtimes_under_the_engines(line: str, category: str) -> None:

@@ -130,7 +130,7 @@ TRIGGER = re.compile(
     r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
     r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
-    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|"
+    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
