@@ -9,7 +9,9 @@ Ranking, highest first:
    a more specific line of the same cause follows within DETAIL_SPAN lines (a message and its detail:
    NCCL's "Last error:" line, pydantic's field line), and among equals the earliest: in a chain of
    exceptions the first is the cause, a rank that fails first is the one that made the others fail, and a
-   warning that a GPU is not supported comes before the kernel that then cannot run on it.
+   warning that a GPU is not supported comes before the kernel that then cannot run on it. A failure that follows
+   from an earlier line (causes.py) is told by that line, and a message wrapped on its way up by where it was
+   first stated.
 4. an error the engine says it ignores, or carries on past, ranks below every error it did not.
 A configuration dump or an echo of the command line is never a candidate: it names every setting, so it
 matches signatures about settings without saying anything failed.
@@ -53,7 +55,6 @@ from firstlight.engines import strip_line_prefix
 from firstlight.logs import fold_digits
 
 EVIDENCE_BEFORE = 3
-PANIC_RX = re.compile(PANIC_HEADER)
 EVIDENCE_AFTER = 2
 MAX_CANDIDATES = 5000
 VERDICT_CACHE = 100_000
@@ -87,6 +88,7 @@ BROAD_CONFIDENCE = 0.65
 Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
+PANIC_RX = re.compile(PANIC_HEADER)
 
 
 def _rank(c: Candidate) -> tuple[float, int]:
