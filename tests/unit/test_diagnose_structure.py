@@ -833,6 +833,8 @@ def test_a_signature_in_its_own_case_outranks_one_that_names_the_line_only_in_an
     exact = next(s for s in sigs if s.id == "address_in_use")
     line = "OSError: [Errno 98] Address already in use; NO KERNEL IMAGE IS AVAILABLE FOR EXECUTION ON THE DEVICE"
     assert heaviest(sigs, line) is exact
+    # a pattern that tells by case itself (`[A-Z]`: a library's class, not a builtin's) is never folded
+    assert heaviest(sigs, "AttributeError: 'str' object has no attribute 'shape'") is None
 
 
 @pytest.mark.parametrize(
@@ -917,3 +919,9 @@ def test_an_error_wrapped_on_its_way_up_is_told_where_it_was_first_stated() -> N
     # a short common phrase repeated is not the same statement
     short = "ERROR engine::alloc: failed: x\nRuntimeError: Failed to start engine: failed: x\n"
     assert diagnose_text(short).diagnosis.line == 2
+    # nor a common ending of another error (an errno's words), nor a message the later line does not end with
+    unrelated = (
+        "2026-01-01 ERROR metrics: could not write metrics snapshot: No such file or directory\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: '/models/llama/config.json'\n"
+    )
+    assert diagnose_text(unrelated).diagnosis.line == 2

@@ -54,16 +54,19 @@ PAIRS = (
 )
 
 
-STATED_CHARS = 24  # a message this long, repeated inside a later line, is the same statement, not a common phrase
+STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
+_BOUNDARY = re.compile(r": |\] ")  # where a logger's prefix, a level or an exception type ends and a message begins
 
 
 def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate:
-    """The earliest line whose message `chosen` repeats inside its own: an error that outer layers wrap on its way
-    up (`KVCache allocation failed: X` logged, then `Failed to allocate KVCache: KVCache allocation failed: X`;
-    `HIP error: invalid device function`, then `RuntimeError: HIP error: invalid device function`) was stated
-    first where it happened. That line, as strong as the one that repeats it; `chosen` when there is none."""
+    """The earliest line whose message `chosen` ends with: an error that outer layers wrap on its way up, each
+    putting its own words before it (`KVCache allocation failed: X` logged, then `Failed to allocate KVCache:
+    KVCache allocation failed: X`; `HIP error: invalid device function`, then `RuntimeError: HIP error: invalid
+    device function`), was stated first where it happened. That line, as strong as the one that repeats it;
+    `chosen` when there is none."""
+    text = chosen.line.rstrip()
     for c in sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no):
-        if any(message in chosen.line for message in _messages(c.line)):
+        if any(_wraps(text, message) for message in _messages(c.line)):
             why = f"line {chosen.line_no} repeats its message (takes its score {chosen.score:.2f})"
             return replace(
                 c,
@@ -78,15 +81,23 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
 
 
 def _messages(line: str) -> Iterable[str]:
-    """The line and each tail after a `: ` (past its logger, level and exception type), as long as STATED_CHARS."""
+    """The line's messages: the whole line, and each tail after a `: ` or `] ` that itself still has a `: ` in it
+    (`X failed: why`; a bare tail such as `No such file or directory` is a phrase many errors end with)."""
     text = line.strip()
-    start = 0
-    while len(text) - start >= STATED_CHARS:
-        yield text[start:]
-        cut = text.find(": ", start)
-        if cut < 0:
-            return
-        start = cut + 2
+    if len(text) >= STATED_CHARS:
+        yield text
+    for boundary in _BOUNDARY.finditer(text):
+        tail = text[boundary.end() :]
+        if len(tail) >= STATED_CHARS and ": " in tail:
+            yield tail
+
+
+def _wraps(text: str, message: str) -> bool:
+    """Whether `text` ends with `message`, its own words before it ending at a boundary (`: `, `] `, a space)."""
+    if not text.endswith(message):
+        return False
+    before = text[: len(text) - len(message)]
+    return not before or before.endswith((": ", "] ", " "))
 
 
 def cause_behind(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate | None:

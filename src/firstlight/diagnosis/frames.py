@@ -7,13 +7,21 @@ raised."""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, FRAME_LINE
 from firstlight.engines import strip_line_prefix
 
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 # `raise NotImplementedError("sharded is not supported for AutoModel")`: what the exception line would have said
-_RAISE_CALL = re.compile(r"""^\s*raise (?P<exc>[\w.]+)\(\s*f?(?P<q>["'])(?P<msg>.+?)(?P=q)\s*\)\s*$""")
+_RAISE_CALL = re.compile(
+    r"""^\s*raise (?P<exc>[\w.]+)\(\s*f?(?P<q>["'])(?P<msg>.+?)(?P=q)\s*\)(?:\s+from\s+\w+)?\s*$"""
+)
+
+
+class Place(NamedTuple):
+    frame: bool  # the line is a traceback frame (`File "...", line N, in f`)
+    code: bool  # the line is the source line a traceback shows under a frame
 
 
 class TracebackPlace:
@@ -24,8 +32,8 @@ class TracebackPlace:
         self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
 
-    def read(self, line_no: int, line: str) -> tuple[bool, bool]:
-        """Note the line; whether it is a frame line, and whether it is the source line under a frame."""
+    def read(self, line_no: int, line: str) -> Place:
+        """Note the line; whether it is a frame line, or the source line under a frame."""
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             self.frame = frame.group("path")
@@ -37,9 +45,9 @@ class TracebackPlace:
             # also where an engine's logger put its prefix before it (`ERROR ... [core.py:398] raise TimeoutError`)
             self._code_col = None
             self.code = (line_no, line)
-            return False, True
+            return Place(frame=False, code=True)
         self._code_col = frame.start() if frame is not None else None
-        return frame is not None, False
+        return Place(frame=frame is not None, code=False)
 
     def raised(self, line: str, frame: bool) -> None:
         """After a line that is not a frame: an exception line ends the traceback (the next has frames of its own)."""

@@ -235,7 +235,7 @@ def _decide(
     if best is not None and moved_on is not None:
         went_past = f"the launch went on past line {best.line_no} (phase {moved_on.phase}, line {moved_on.line})"
         later = finder.best(after=moved_on.line)
-        if later is not None and later is not best and later.fatal:
+        if later is not None and later.line_no != best.line_no and later.fatal:
             return "failed", _from_candidate(later, finder), f"{went_past}; the strongest cause after it"
         if not finder.wrappers:
             return "not_ready", _hang(where.phase, last, adapter), f"{went_past}, then stopped printing"

@@ -127,8 +127,9 @@ class RootCauseFinder:
         self.died_at = 0  # the last line that says a process died
         self._recent: deque[str] = deque(maxlen=EVIDENCE_BEFORE)
         self._open: list[Candidate] = []  # candidates still collecting their following lines
-        self._verdicts: dict[str, Verdict] = {}
+        self._verdicts: dict[tuple[str, bool], Verdict] = {}
         self._panicked = False  # the last line was a panic header: this one is its message
+        self._before_code: list[str] = []  # the lines before the last traceback source line
 
     def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
         if ("^" in line or "~" in line) and _CARETS.match(line):  # Python 3.11's `^^^^` under a code line
@@ -136,11 +137,14 @@ class RootCauseFinder:
         for cand in self._open:
             cand.after.append(line)
         self._open = [c for c in self._open if len(c.after) < EVIDENCE_AFTER]
-        frame, code = self._traceback.read(line_no, line)
-        if code:
+        place = self._traceback.read(line_no, line)
+        if place.code:
+            self._before_code = list(self._recent)  # the evidence before it, should it stand for its exception
             self._recent.append(line)
             return
+        frame = place.frame
         ignored = self._ignored.continues(line, frame)
+        # this line is a panic's message when the line before it was the panic's header
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
@@ -159,7 +163,7 @@ class RootCauseFinder:
         line_no, code, stated = cut_off
         cand = self._candidate(line_no, stated, fold_digits(stated))
         if cand is not None:
-            cand.line = code
+            cand.line, cand.before, cand.after = code, self._before_code, []
             cand.reasons = (*cand.reasons, "the raise statement a traceback cut off before its exception line shows")
 
     def _candidate(
@@ -247,7 +251,7 @@ class RootCauseFinder:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
         messages with other numbers, so the verdict is cached by the line's shape (digits folded). `told`: the
         line is the message of a panic header above it, an error whatever its words."""
-        key = f"told:{shape}" if told else shape
+        key = (shape, told)
         if key in self._verdicts:
             return self._verdicts[key]
         verdict = self._classify_uncached(line, told)
@@ -317,7 +321,8 @@ class RootCauseFinder:
     def best(self, after: int = 0, requests: bool = True) -> Candidate | None:
         """The most likely cause (among the lines after line `after`, when given; without one request's failures
         unless `requests`): the strongest, or the earliest named cause about as strong as it (a cause comes before
-        its consequences)."""
+        its consequences), or the line it follows from or was first stated in (among the same lines). It may be a
+        copy: compare candidates by line, not identity."""
         found = [
             c
             for c in self.candidates.values()
@@ -327,7 +332,7 @@ class RootCauseFinder:
             return None
         top = min(found, key=_rank)
         if top.signature is None:
-            return self._first_statement(cause_behind(top, self.candidates.values()) or top)
+            return self._first_statement(cause_behind(top, found) or top, found)
         floor = top.score - CAUSAL_BAND
         band = [c for c in found if c.signature is not None and c.quiet == top.quiet and c.score >= floor]
         first = min(band, key=lambda c: c.line_no)
@@ -340,14 +345,14 @@ class RootCauseFinder:
             and c.score > first.score
         ]
         chosen = min(details, key=_rank) if details else first
-        return self._first_statement(cause_behind(chosen, self.candidates.values()) or chosen)
+        return self._first_statement(cause_behind(chosen, found) or chosen, found)
 
-    def _first_statement(self, chosen: Candidate) -> Candidate:
+    def _first_statement(self, chosen: Candidate, found: list[Candidate]) -> Candidate:
         """Where the chosen message was first stated, other than by an error the engine ignored or by a line that
         restates an exception shown after it (the engine's summary of a traceback yields to the traceback's
         exception)."""
         rx = self.restating_rx
-        stated = (c for c in self.candidates.values() if not c.ignored and (rx is None or not rx.search(c.line)))
+        stated = (c for c in found if not c.ignored and (rx is None or not rx.search(c.line)))
         return first_statement(chosen, stated)
 
     def confidence(self, chosen: Candidate) -> float:

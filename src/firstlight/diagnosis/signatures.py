@@ -87,10 +87,19 @@ def load_signatures() -> tuple[Signature, ...]:
                 entry.get("example", ""),
                 _flag(entry, "request"),
                 _flag(entry, "detailed"),
-                re.compile(entry["pattern"], re.IGNORECASE),
+                None if _tests_case(entry["pattern"]) else re.compile(entry["pattern"], re.IGNORECASE),
             )
         )
     return tuple(out)
+
+
+# a character class of capitals alone (`[A-Z]\w+Error`, `cu[A-Z]\w+`): the pattern itself tells by case
+_CASE_CLASS = re.compile(r"\[(?![^\]]*a-z)[^\]]*A-Z[^\]]*\]")
+
+
+def _tests_case(pattern: str) -> bool:
+    """Whether a pattern's case is part of what it matches, so that it must not be folded."""
+    return _CASE_CLASS.search(pattern) is not None
 
 
 def heaviest(signatures: tuple[Signature, ...], line: str) -> Signature | None:
