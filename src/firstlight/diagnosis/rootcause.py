@@ -84,8 +84,8 @@ BROAD_CONFIDENCE = 0.65
 
 
 # What a line is: a wrapper, a scored candidate (score, signature, how the score came about, logged at
-# INFO/WARNING), or nothing.
-Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool] | None
+# INFO/WARNING, an error the engine ignores or carries on past), or nothing.
+Verdict = str | tuple[float, Signature | None, tuple[str, ...], bool, bool] | None
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 PANIC_RX = re.compile(PANIC_HEADER)
@@ -180,7 +180,7 @@ class RootCauseFinder:
             if len(self.wrappers) < 50:
                 self.wrappers.append((line_no, line))
             return None
-        score, sig, reasons, quiet = verdict
+        score, sig, reasons, quiet, carried = verdict
         before = list(self._recent)
         after: list[str] = []
         statement = self._traceback.failed_assert(line)
@@ -190,7 +190,7 @@ class RootCauseFinder:
             sig = self._signature(line)
             base = sig.weight + EXCEPTION_BONUS if sig is not None else GENERIC_EXCEPTION
             named = [f"signature {sig.id} ({sig.category}, weight {sig.weight})"] if sig is not None else []
-            score, level, _ = self._level(exception, base)
+            score, level, _, carried = self._level(exception, base)
             reasons = ("the assert statement a bare AssertionError failed on", *named, *level)
             before, after = before[:-1], [exception]
         key = normalise(line)
@@ -230,7 +230,7 @@ class RootCauseFinder:
             after,
             reasons=reasons,
             quiet=quiet,
-            ignored=ignored or self._carried_on(line),
+            ignored=ignored or carried,
         )
         self.candidates[key] = cand
         if len(self.candidates) > MAX_CANDIDATES:
@@ -285,16 +285,16 @@ class RootCauseFinder:
             reasons.append("the message of a panic" if told else "an error-level line")
         else:
             return None
-        score, level, quiet = self._level(line, score)
-        return score, best, (*reasons, *level), quiet
+        score, level, quiet, carried = self._level(line, score)
+        return score, best, (*reasons, *level), quiet, carried
 
     def _signature(self, line: str) -> Signature | None:
         """The heaviest signature that names the line (read to its first MATCH_CHARS characters)."""
         return heaviest(self.signatures, line[:MATCH_CHARS])
 
-    def _level(self, line: str, score: float) -> tuple[float, list[str], bool]:
-        """The score as the line's level leaves it (quiet, restating an exception, carried on from), why, and
-        whether the line is quiet."""
+    def _level(self, line: str, score: float) -> tuple[float, list[str], bool, bool]:
+        """The score as the line's level leaves it (quiet, restating an exception, carried on from), why, whether
+        the line is quiet, and whether the engine ignores or carries on past it."""
         reasons = []
         quiet = is_quiet(line)
         if quiet:
@@ -303,16 +303,13 @@ class RootCauseFinder:
         if self.restating_rx is not None and self.restating_rx.search(line):
             score -= RESTATED
             reasons.append(f"restates an exception shown after it (-{RESTATED})")
-        if self._carried_on(line):
-            score *= IGNORED_FACTOR
-            reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
-        return score, reasons, quiet
-
-    def _carried_on(self, line: str) -> bool:
-        """An error the engine says it ignores, or a line that says the engine carries on past it."""
-        return (self.ignored_rx is not None and self.ignored_rx.search(line) is not None) or bool(
+        carried = (self.ignored_rx is not None and self.ignored_rx.search(line) is not None) or bool(
             CARRIES_ON.search(line)
         )
+        if carried:
+            score *= IGNORED_FACTOR
+            reasons.append(f"an error the engine ignores or carries on past (x{IGNORED_FACTOR})")
+        return score, reasons, quiet, carried
 
     def ranked(self, limit: int = 5) -> list[Candidate]:
         """The strongest candidates by score, earliest of equals first (`best` then applies the causal band)."""
