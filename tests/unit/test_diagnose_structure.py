@@ -925,3 +925,53 @@ def test_an_error_wrapped_on_its_way_up_is_told_where_it_was_first_stated() -> N
         "FileNotFoundError: [Errno 2] No such file or directory: '/models/llama/config.json'\n"
     )
     assert diagnose_text(unrelated).diagnosis.line == 2
+
+
+SCALED_MM = (
+    "ERROR 05-01 10:00:10 [core.py:396] ValueError: Failed to find a kernel that can implement the ScaledMM linear "
+    "layer. Reasons: CutlassFP8ScaledMMLinearKernel requires capability 89, current compute capability is {cc}"
+)
+
+
+@pytest.mark.parametrize(
+    ("gpu_line", "category"),
+    [
+        ("", "hardware_unsupported"),  # the line's own capability (70) is too low
+        ("  Device 0: NVIDIA GB10, compute capability 12.1, VMM: yes", "cuda_arch_mismatch"),
+        ("INFO 05-01 10:00:01 [cuda.py:1] Using GPU NVIDIA GeForce RTX 5090", "cuda_arch_mismatch"),
+        # a requirement names no GPU: "requires compute capability 10.0" says nothing of the one here
+        ("WARNING 05-01 10:00:01 [fp8.py:1] this kernel requires compute capability 10.0", "hardware_unsupported"),
+    ],
+)
+def test_a_kernel_that_cannot_run_on_a_gpu_newer_than_the_build_is_the_builds_architecture(
+    gpu_line: str, category: str
+) -> None:
+    log = "\n".join(line for line in (gpu_line, SCALED_MM.format(cc=70)) if line)
+    report = diagnose_text(log)
+    assert report.diagnosis.category == category
+    assert ("newer than the build" in report.rule) == (category == "cuda_arch_mismatch")
+
+
+def test_the_gpu_named_in_the_failing_line_itself_decides() -> None:
+    report = diagnose_text(SCALED_MM.format(cc=120))
+    assert report.diagnosis.category == "cuda_arch_mismatch"
+    assert "current compute capability is 120" in report.diagnosis.remedy
+
+
+@pytest.mark.parametrize(
+    "died",
+    [
+        'time=2025-03-01T10:00:00.000+01:00 level=ERROR source=sched.go:455 msg="error loading llama server" '
+        'error="llama runner process has terminated: exit status 0xc000001d"',
+        "[2025-03-01 10:00:00] llama-server exited with code 3221225501",
+    ],
+)
+def test_a_process_death_that_names_how_it_died_is_that_cause(died: str) -> None:
+    report = diagnose_text("\n".join(["loading model /m/model.gguf", died]))
+    assert report.diagnosis.root_cause_line == died
+    assert report.diagnosis.category == "hardware_unsupported"
+
+
+def test_a_process_death_by_a_broad_cause_stays_a_wrapper() -> None:
+    report = diagnose_text("\n".join(["loading model", "ValueError: bad rope", "worker exited with code 137"]))
+    assert report.diagnosis.root_cause_line == "ValueError: bad rope"

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 
+from firstlight.diagnosis.gpu import NEWER_GPU_REMEDY, GpuSeen
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report, furthest
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
-from firstlight.diagnosis.signatures import SIGTERM_EXIT, TRACEBACK_HEADER
+from firstlight.diagnosis.signatures import SIGTERM_EXIT, TRACEBACK_HEADER, signatures_by_id
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
 from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
 
@@ -132,6 +133,7 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
     adapter: EngineAdapter | None = ENGINES.get(engine)
     machine = adapter.machine(offline=True) if adapter else _union_machine()
     finder = RootCauseFinder()
+    gpu = GpuSeen()
     phases = [PhaseSeen("process_start", 1, None)]
     progress_line = 0  # the last line that showed progress (a phase or a progress line)
     last_line: tuple[int, str] | None = None
@@ -150,9 +152,10 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
         if ev is not None or not _same_run(shape, run_shape):
             run_start, run_shape = (line_no, text), shape
         finder.feed(line_no, text, shape)
+        gpu.read(line_no, text)
     stall = _stall(run_start, last_line, adapter.clocks if adapter else any_clock())
     finder.finish()
-    return _conclude(engine, adapter, phases, finder, stall, progress_line, count)
+    return _conclude(engine, adapter, phases, finder, stall, progress_line, count, gpu)
 
 
 CUT_LINE_CHARS = 20  # a log cut off mid-line ends on a part of the line it repeated: as long as this, it is that line
@@ -201,11 +204,25 @@ def _conclude(
     last: tuple[int, str] | None,
     progress_line: int,
     count: int,
+    gpu: GpuSeen,
 ) -> Report:
     report = Report("", engine, phases, None, count, finder.wrappers)
     report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, progress_line)
+    report.rule += _on_newer_gpu(report.diagnosis, gpu)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
+
+
+def _on_newer_gpu(diagnosis: Diagnosis | None, gpu: GpuSeen) -> str:
+    """A kernel that cannot run here, on a GPU newer than the build: the build lacks its architecture (gpu.py).
+    Changes the diagnosis in place and says why, for the rule; nothing when it does not apply."""
+    sig = signatures_by_id().get(diagnosis.signature or "") if diagnosis else None
+    if diagnosis is None or sig is None or sig.on_newer_gpu is None or gpu.newer is None:
+        return ""
+    line_no, named = gpu.newer
+    diagnosis.category = sig.on_newer_gpu
+    diagnosis.remedy = NEWER_GPU_REMEDY.format(gpu=named)
+    return f"; on a GPU newer than the build (line {line_no} names {named}): {sig.on_newer_gpu}"
 
 
 def _decide(

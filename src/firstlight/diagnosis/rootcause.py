@@ -80,6 +80,9 @@ CONTESTED_CONFIDENCE = 0.85
 # logs, each scored before it was read, diagnoses at confidence 0.6-0.8 (nearly all from such signatures)
 # were right 6 times in 22; at 0.8 and above, 93 times in 102.
 BROAD_WEIGHT = 0.8
+# A process's death that names how it died this specifically is that cause (`llama-server exited with code
+# 3221225501`: the code is an illegal instruction); a broad one (`exited with code 137`) only says that it died.
+WRAPPER_NAMED = 0.85
 BROAD_CONFIDENCE = 0.65
 
 
@@ -94,6 +97,11 @@ PANIC_RX = re.compile(PANIC_HEADER)
 def _rank(c: Candidate) -> tuple[float, int]:
     """Strongest first; among equals the earliest."""
     return (-round(c.score, 6), c.line_no)
+
+
+def _died_of(line: str, sig: Signature | None) -> bool:
+    """The line says a process died, and a specific signature names how (its exit code or signal)."""
+    return sig is not None and sig.weight >= WRAPPER_NAMED and PROCESS_DIED.search(line) is not None
 
 
 def normalise(line: str) -> str:
@@ -265,9 +273,9 @@ class RootCauseFinder:
         error_level = told or (self.error_rx is not None and self.error_rx.search(line) is not None)
         if not (error_level or TRIGGER.search(line)) or is_settings_dump(line):
             return None
-        if self.wrappers_rx.search(line):
-            return "wrapper"
         best = self._signature(line)
+        if self.wrappers_rx.search(line) and not _died_of(line, best):
+            return "wrapper"
         exc = EXCEPTION_LINE.search(line)
         reasons: list[str] = []
         if best is not None:

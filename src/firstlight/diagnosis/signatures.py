@@ -48,6 +48,8 @@ class Signature:
     # the pattern in any case: engines change a message's case between versions and between their parts
     # ("Failed to connect to NATS" in one, "failed to connect to NATS" in another)
     folded: re.Pattern[str] | None = None
+    # the category on a GPU newer than the engine's build (gpu.py): "cannot run on this GPU" is then the build's
+    on_newer_gpu: str | None = None
 
     def search(self, line: str) -> re.Match[str] | None:
         """The pattern's match on the line, in its own case or else in any case."""
@@ -73,8 +75,7 @@ def load_signatures() -> tuple[Signature, ...]:
     raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     out = []
     for entry in raw:
-        if entry["category"] not in CATEGORIES:
-            raise ValueError(f"signature {entry['id']}: unknown category {entry['category']}")
+        _category(entry, "category")
         out.append(
             Signature(
                 entry["id"],
@@ -88,9 +89,15 @@ def load_signatures() -> tuple[Signature, ...]:
                 _flag(entry, "request"),
                 _flag(entry, "detailed"),
                 None if _tests_case(entry["pattern"]) else re.compile(entry["pattern"], re.IGNORECASE),
+                _category(entry, "on_newer_gpu"),
             )
         )
     return tuple(out)
+
+
+@cache
+def signatures_by_id() -> dict[str, Signature]:
+    return {sig.id: sig for sig in load_signatures()}
 
 
 # a character class of capitals alone (`[A-Z]\w+Error`, `cu[A-Z]\w+`): the pattern itself tells by case
@@ -118,6 +125,13 @@ def _heaviest(signatures: tuple[Signature, ...], line: str, folded: bool) -> Sig
     return best
 
 
+def _category(entry: dict, name: str) -> str | None:
+    value = entry.get(name)
+    if value is not None and value not in CATEGORIES:
+        raise ValueError(f"signature {entry['id']}: unknown category {value} in `{name}`")
+    return value
+
+
 def _flag(entry: dict, name: str) -> bool:
     value = entry.get(name, False)
     if not isinstance(value, bool):
@@ -141,6 +155,7 @@ TRIGGER = re.compile(
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
+    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
 
