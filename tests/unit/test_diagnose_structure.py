@@ -975,3 +975,69 @@ def test_a_process_death_that_names_how_it_died_is_that_cause(died: str) -> None
 def test_a_process_death_by_a_broad_cause_stays_a_wrapper() -> None:
     report = diagnose_text("\n".join(["loading model", "ValueError: bad rope", "worker exited with code 137"]))
     assert report.diagnosis.root_cause_line == "ValueError: bad rope"
+
+
+REGISTRY_CHAIN = [
+    "Traceback (most recent call last):",
+    '  File "/v/transformers/models/auto/configuration_auto.py", line 1271, in from_pretrained',
+    '    config_class = CONFIG_MAPPING[config_dict["model_type"]]',
+    '  File "/v/transformers/models/auto/configuration_auto.py", line 966, in __getitem__',
+    "    raise KeyError(key)",
+    "KeyError: 'glm_moe_dsa'",
+    "",
+    "During handling of the above exception, another exception occurred:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/v/transformers/models/auto/configuration_auto.py", line 1273, in from_pretrained',
+    "    raise ValueError(",
+    "ValueError: The checkpoint you are trying to load has model type `glm_moe_dsa` but Transformers does not "
+    "recognize this architecture. This could be because of an issue with the checkpoint, or because your version "
+    "of Transformers is out of date.",
+]
+
+
+def test_a_chain_of_exceptions_of_one_cause_is_told_at_its_first_with_the_remedy_of_the_one_that_explains_it() -> None:
+    report = diagnose_text("\n".join(REGISTRY_CHAIN))
+    assert report.diagnosis.root_cause_line == "KeyError: 'glm_moe_dsa'"
+    assert report.diagnosis.category == "model_arch_unsupported"
+    assert report.diagnosis.signature == "arch_not_supported"  # the ValueError's, which says what the key means
+    assert report.diagnosis.line == 6
+
+
+def test_a_chain_whose_first_exception_names_another_cause_is_told_where_the_cause_is_named() -> None:
+    log = [
+        "Traceback (most recent call last):",
+        '  File "/app/server.py", line 10, in load',
+        "    cfg = json.load(f)",
+        "KeyError: 'model'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/app/server.py", line 20, in main',
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.category == "cuda_arch_mismatch"
+    assert report.diagnosis.line == 10
+
+
+def test_a_log_pasted_newest_line_first_is_read_in_time_order() -> None:
+    """A cloud log viewer's export: the second rank's error is logged 10 ms after the first's, and printed above it."""
+    in_time_order = [
+        "2025-04-05T00:01:19.100Z INFO [TP0] Init torch distributed begin.",
+        "2025-04-05T00:01:19.101Z INFO [TP1] Init torch distributed begin.",
+        "2025-04-05T00:01:19.199Z ERROR Error while creating shared memory segment /dev/shm/nccl-ufmqwQ (size 7340384)",
+        "2025-04-05T00:01:19.200Z ERROR torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, "
+        "unhandled system error",
+        "2025-04-05T00:01:19.209Z ERROR Error while creating shared memory segment /dev/shm/nccl-lNPZ0f (size 7340384)",
+        "2025-04-05T00:01:19.210Z ERROR torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, "
+        "unhandled system error",
+        "2025-04-05T00:01:19.300Z ERROR Received sigquit from a child process. It usually means the child failed.",
+    ]
+    newest_first = in_time_order[::-1]
+    report = diagnose_text("\n".join(newest_first))
+    assert "nccl-ufmqwQ" in report.diagnosis.root_cause_line
+    assert newest_first[report.diagnosis.line - 1] == report.diagnosis.root_cause_line  # numbered as in the file
+    assert report.rule.startswith("the log runs newest line first")
+    assert diagnose_text("\n".join(in_time_order)).diagnosis.root_cause_line == in_time_order[2]

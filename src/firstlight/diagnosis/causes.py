@@ -9,6 +9,10 @@ Each pair is read from where the engines wire the two together:
   '_core_C.ScalarType', but it does not exist!`). The library that did not load is the cause.
 - TGI (`server/text_generation_server/models/__init__.py`) logs `Could not import Flash Attention enabled models:
   <why>` and later raises `<Model> requires Flash Attention enabled models.` for a model that needs them.
+- Python chains exceptions: one raised while handling another prints the first traceback, `During handling of the
+  above exception, another exception occurred:` (or `The above exception was the direct cause of the following
+  exception:`), then its own. transformers turns the registry's `KeyError: 'glm_moe_dsa'` into a `ValueError` that
+  explains it; the first exception is what happened, and when the second names the same cause it is told there.
 - transformers (`models/auto/configuration_auto.py`) raises `... has model type X but Transformers does not recognize
   this architecture` when the installed version predates the model; engines check the version first and warn
   (LMDeploy: `The current version of transformers is A, which is lower than the required version B`, SGLang and
@@ -52,6 +56,49 @@ PAIRS = (
         ),
     ),
 )
+
+
+CHAIN_MARKER = re.compile(
+    r"During handling of the above exception, another exception occurred|"
+    r"The above exception was the direct cause of the following exception"
+)
+
+
+class ExceptionChains:
+    """Feed every line and every exception candidate in order; `head` then finds where a chain began."""
+
+    def __init__(self) -> None:
+        self._heads: dict[int, Candidate] = {}  # an exception's line -> the exception it was raised while handling
+        self._last: Candidate | None = None  # the last exception seen
+        self._pending: Candidate | None = None  # the exception a marker just said the next one follows
+
+    def read(self, line: str) -> None:
+        if "exception" in line and CHAIN_MARKER.search(line):
+            self._pending = self._last
+
+    def exception(self, cand: Candidate) -> None:
+        if self._pending is not None:
+            self._heads[cand.line_no] = self._pending
+            self._pending = None
+        self._last = cand
+
+    def head(self, chosen: Candidate) -> Candidate:
+        """The first exception of the chain `chosen` ends, as far back as each names the same cause; `chosen`
+        when it was not raised while handling another of its category."""
+        head = chosen
+        while (earlier := self._heads.get(head.line_no)) is not None and earlier.category == chosen.category:
+            head = earlier
+        if head is chosen:
+            return chosen
+        # the later exception explains the first (its signature and remedy are the more specific)
+        why = f"the first exception of the chain that line {chosen.line_no} ends (takes its score and signature)"
+        return replace(
+            head,
+            score=max(head.score, chosen.score),
+            signature=chosen.signature,
+            groups=chosen.groups,
+            reasons=(*head.reasons, why),
+        )
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import cache
+from itertools import chain, islice, pairwise
 from pathlib import Path
 
 from firstlight.diagnosis.gpu import NEWER_GPU_REMEDY, GpuSeen
@@ -121,15 +122,23 @@ def _union_machine() -> PhaseMachine:
 
 
 def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") -> Report:
-    """Diagnose a log given as (line number, text) segments, in one pass and bounded memory."""
+    """Diagnose a log given as (line number, text) segments, in one pass and bounded memory (a newest-first log of
+    up to NEWEST_FIRST_CAP lines is held to be read in time order)."""
     it = iter(segments)
-    head: list[tuple[int, str]] = []
+    head = list(islice(it, DETECT_LINES))
     if engine in ("auto", "", None):
-        for seg in it:
-            head.append(seg)
-            if len(head) >= DETECT_LINES:
-                break
         engine = detect_engine(text for _, text in head)
+    if _newest_first(head):
+        held = head + list(islice(it, NEWEST_FIRST_CAP))
+        more = next(it, None)
+        if more is None:
+            order, numbers = _in_time_order(held)
+            return _numbered_as_in_file(_diagnose(engine, order, iter(())), numbers)
+        head, it = held, chain([more], it)  # too long to hold: read as it is
+    return _diagnose(engine, head, it)
+
+
+def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, str]]) -> Report:
     adapter: EngineAdapter | None = ENGINES.get(engine)
     machine = adapter.machine(offline=True) if adapter else _union_machine()
     finder = RootCauseFinder()
@@ -156,6 +165,43 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
     stall = _stall(run_start, last_line, adapter.clocks if adapter else any_clock())
     finder.finish()
     return _conclude(engine, adapter, phases, finder, stall, progress_line, count, gpu)
+
+
+# A log exported from a cloud log viewer (GCP's Logs Explorer, Datadog) runs newest line first: its tracebacks read
+# upwards and its last cause comes first. Such a log, up to this many lines, is read in time order.
+NEWEST_FIRST_CAP = 200_000
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
+
+
+def _newest_first(head: list[tuple[int, str]]) -> bool:
+    """The log's timestamps (date and time, each line's first) fall from line to line far more often than they rise."""
+    stamps = [m[0] for _, text in head if (m := _STAMP.search(text[:120]))]
+    falls = sum(a > b for a, b in pairwise(stamps))
+    rises = sum(a < b for a, b in pairwise(stamps))
+    return falls >= 5 and falls > 3 * rises
+
+
+def _in_time_order(lines: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], list[int]]:
+    """A newest-first log oldest line first, numbered 1..n, and each line's number in the file."""
+    lines = lines[::-1]
+    return [(n, text) for n, (_, text) in enumerate(lines, 1)], [line_no for line_no, _ in lines]
+
+
+def _numbered_as_in_file(report: Report, numbers: list[int]) -> Report:
+    """A report on a log read in time order, its line numbers turned back into the file's."""
+
+    def in_file(n: int) -> int:
+        return numbers[n - 1] if 0 < n <= len(numbers) else n
+
+    for seen in report.phases:
+        seen.line = in_file(seen.line)
+    if report.diagnosis is not None:
+        report.diagnosis.line = in_file(report.diagnosis.line)
+    for cand in report.candidates:
+        cand["line"] = in_file(int(cand["line"]))
+    report.wrappers = [(in_file(n), text) for n, text in report.wrappers]
+    report.rule = f"the log runs newest line first: read in time order (lines in this rule counted so); {report.rule}"
+    return report
 
 
 CUT_LINE_CHARS = 20  # a log cut off mid-line ends on a part of the line it repeated: as long as this, it is that line

@@ -27,7 +27,7 @@ import re
 from collections import deque
 
 from firstlight.diagnosis.candidate import ERROR_LEVEL, Candidate
-from firstlight.diagnosis.causes import cause_behind, first_statement
+from firstlight.diagnosis.causes import ExceptionChains, cause_behind, first_statement
 from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
@@ -128,6 +128,7 @@ class RootCauseFinder:
         self.ignored_rx = ignored_errors()
         self.restating_rx = restating_lines()
         self._traceback = TracebackPlace()
+        self._chains = ExceptionChains()
         self._ignored = IgnoredMessage(self.ignored_rx)  # an ignored error's message running on over the next lines
         self.candidates: dict[str, Candidate] = {}
         self.wrappers: list[tuple[int, str]] = []
@@ -151,11 +152,14 @@ class RootCauseFinder:
             self._recent.append(line)
             return
         frame = place.frame
+        self._chains.read(line)
         ignored = self._ignored.continues(line, frame)
         # this line is a panic's message when the line before it was the panic's header
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
+            if EXCEPTION_LINE.search(line):
+                self._chains.exception(cand)
             self._open.append(cand)
             if not ignored:
                 self._ignored.starts(line)
@@ -349,7 +353,7 @@ class RootCauseFinder:
             and c.line_no - first.line_no <= DETAIL_SPAN
             and c.score > first.score
         ]
-        chosen = min(details, key=_rank) if details else first
+        chosen = self._chains.head(min(details, key=_rank) if details else first)
         return self._first_statement(cause_behind(chosen, found) or chosen, found)
 
     def _first_statement(self, chosen: Candidate, found: list[Candidate]) -> Candidate:
