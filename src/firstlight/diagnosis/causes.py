@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from firstlight.diagnosis.candidate import Candidate
+from firstlight.diagnosis.signatures import EXCEPTION_LINE
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ CHAIN_MARKER = re.compile(
 
 
 class ExceptionChains:
-    """Feed every line and every exception candidate in order; `head` then finds where a chain began."""
+    """Feed every line (`read`) and every candidate line (`seen`) in order; `head` then finds where a chain began."""
 
     def __init__(self) -> None:
         self._heads: dict[int, Candidate] = {}  # an exception's line -> the exception it was raised while handling
@@ -76,10 +77,14 @@ class ExceptionChains:
         if "exception" in line and CHAIN_MARKER.search(line):
             self._pending = self._last
 
-    def exception(self, cand: Candidate) -> None:
-        if self._pending is not None:
-            self._heads[cand.line_no] = self._pending
-            self._pending = None
+    def seen(self, line: str, cand: Candidate) -> None:
+        """A candidate line was read: `cand` is its candidate, or the earlier one it repeats (another rank's)."""
+        if not EXCEPTION_LINE.search(line):
+            return
+        # a head comes before its exception (a rank repeating a chain may link a later line to an earlier one)
+        if self._pending is not None and self._pending.line_no < cand.line_no:
+            self._heads.setdefault(cand.line_no, self._pending)
+        self._pending = None
         self._last = cand
 
     def head(self, chosen: Candidate) -> Candidate:

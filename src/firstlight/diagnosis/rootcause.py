@@ -158,8 +158,6 @@ class RootCauseFinder:
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
-            if EXCEPTION_LINE.search(line):
-                self._chains.exception(cand)
             self._open.append(cand)
             if not ignored:
                 self._ignored.starts(line)
@@ -214,6 +212,7 @@ class RootCauseFinder:
         if seen is not None:
             seen.count += 1
             seen.last_seen = line_no
+            self._chains.seen(line, seen)
             return None
         raised_in = self._raised_in(line, statement is not None) if sig is None else None
         if raised_in is not None:
@@ -245,6 +244,7 @@ class RootCauseFinder:
             ignored=ignored or carried,
         )
         self.candidates[key] = cand
+        self._chains.seen(line, cand)
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
