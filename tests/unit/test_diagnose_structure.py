@@ -1041,3 +1041,73 @@ def test_a_log_pasted_newest_line_first_is_read_in_time_order() -> None:
     assert newest_first[report.diagnosis.line - 1] == report.diagnosis.root_cause_line  # numbered as in the file
     assert report.rule.startswith("the log runs newest line first")
     assert diagnose_text("\n".join(in_time_order)).diagnosis.root_cause_line == in_time_order[2]
+
+
+def test_an_exception_restating_the_warning_above_it_is_not_its_detail() -> None:
+    """PyTorch's warning names the GPU; the exception two lines on is the same cause in the same signature's words:
+    the warning, first, is the cause (a detail is a more specific signature, not an exception's bonus)."""
+    log = [
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+        "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.line == 1
+    assert report.diagnosis.category == "cuda_arch_mismatch"
+
+
+def test_a_wrapper_that_quotes_the_error_its_worker_failed_with_is_told_by_it() -> None:
+    line = (
+        "(EngineCore_DP1 pid=541) RuntimeError: Worker failed with error 'Could not find nvcc and default "
+        "cuda_home='/usr/local/cuda' doesn't exist', please check the stack trace above for the root cause"
+    )
+    report = diagnose_text("\n".join(["(EngineCore_DP1 pid=541)     raise RuntimeError(", line]))
+    assert report.diagnosis.root_cause_line == line
+    assert report.diagnosis.category == "import_dependency_error"
+
+
+def test_a_runtime_that_exited_with_a_code_and_no_reason_fails_the_launch_with_no_cause() -> None:
+    log = ["Failed to load the model", "", "(Exit code: 18446744073709515000). Unknown error. Try a different model."]
+    report = diagnose_text("\n".join(log))
+    assert report.outcome == "failed"
+    assert report.diagnosis.category == "unknown"
+
+
+def test_an_optional_kernel_library_announced_missing_is_not_the_cause() -> None:
+    log = [
+        "FlashAttention is not installed.",
+        "Device does not support bf16.",
+        "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/memory_utils.cu:32",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.category == "cuda_oom"
+    assert diagnose_text("ImportError: flash_attn is not installed").diagnosis.category == "import_dependency_error"
+
+
+def test_an_extension_an_engine_loads_optionally_is_not_the_cause_of_the_same_error_raised_later() -> None:
+    log = [
+        "[2025-03-26 11:03:17 TP0] Failed to import from custom_ar with ImportError('libcuda.so.1: cannot open shared "
+        "object file: No such file or directory')",
+        "[2025-03-26 11:03:18 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/python/sglang/srt/layers/activation.py", line 30, in <module>',
+        "    from sgl_kernel import silu_and_mul",
+        "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.line == 5
+
+
+def test_open_mpis_failed_initialisation_is_told_by_what_its_runtime_returned() -> None:
+    log = [
+        "It looks like MPI_INIT failed for some reason; your parallel process is",
+        "likely to abort.  There are many reasons that a parallel process can",
+        "  ompi_mpi_init: ompi_rte_init failed",
+        '  --> Returned "No permission" (-17) instead of "Success" (0)',
+        "*** An error occurred in MPI_Init_thread",
+        'E0417 07:24:47.139419 1939 backend_model.cc:692] "ERROR: Failed to create instance: Stub process '
+        "'multimodal_encoders_0_0' is not healthy.\"",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.line == 4
+    assert report.diagnosis.category == "nccl_error"
+    assert "No permission" in report.diagnosis.remedy

@@ -54,12 +54,15 @@ ERROR_MESSAGE = re.compile(
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
 # `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`, llama.cpp's
-# `flash_attn is not supported with ... - forcing off`): a cause only if
+# `flash_attn is not supported with ... - forcing off`, a bare `FlashAttention is not installed.`): a cause only if
 # nothing that stopped the launch is found.
 CARRIES_ON = re.compile(
     r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|defaulting to|continuing without|"
     r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by|"
     r"forcing (it )?off|forcing \w+ (off|to \w+))\b"
+    # an optional kernel library announced missing, the statement alone on its line (InternVL's and other remote
+    # code's `FlashAttention is not installed.`): the model then runs without it; a launch it stops raises instead
+    r"|^\s*(?i:flash[-_ ]?attn|flash[-_ ]?attention\w*|xformers|apex) (is|are) not installed\.?\s*$"
 )
 
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.

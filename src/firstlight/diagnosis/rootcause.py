@@ -36,6 +36,7 @@ from firstlight.diagnosis.signatures import (
     PANIC_HEADER,
     PROCESS_DIED,
     QUANTIZATION_SOURCES,
+    QUOTES_CAUSE,
     RAISED_IN_ATTENTION,
     RAISED_IN_CONFIG,
     RAISED_IN_QUANTIZATION,
@@ -100,8 +101,9 @@ def _rank(c: Candidate) -> tuple[float, int]:
 
 
 def _died_of(line: str, sig: Signature | None) -> bool:
-    """The line says a process died, and a specific signature names how (its exit code or signal)."""
-    return sig is not None and sig.weight >= WRAPPER_NAMED and PROCESS_DIED.search(line) is not None
+    """The line says a process died, or quotes the error a worker failed with, and a specific signature names how
+    (its exit code or signal, the quoted error)."""
+    return sig is not None and sig.weight >= WRAPPER_NAMED and QUOTES_CAUSE.search(line) is not None
 
 
 def normalise(line: str) -> str:
@@ -351,7 +353,7 @@ class RootCauseFinder:
             if (c.category == first.category or first.signature.detailed)
             and c.line_no > first.line_no
             and c.line_no - first.line_no <= DETAIL_SPAN
-            and c.score > first.score
+            and c.signature.weight > first.signature.weight  # more specific, not the same message as an exception
         ]
         chosen = self._chains.head(min(details, key=_rank) if details else first)
         return self._first_statement(cause_behind(chosen, found) or chosen, found)

@@ -155,7 +155,7 @@ TRIGGER = re.compile(
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
-    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|"
+    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
 
@@ -183,12 +183,17 @@ TRACEBACK_HEADER = (
 # line it means the server no longer serves, whatever the cause above it was.
 PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
-    r"^\s*Aborted\s*$|runner (process has )?terminated"
+    r"^\s*Aborted\s*$|runner (process has )?terminated|\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime
 )
+# A wrapper that says how a process died, or quotes the error its worker failed with (vLLM's `RuntimeError: Worker
+# failed with error 'Could not find nvcc ...', please check the stack trace above for the root cause`): a specific
+# signature that names it makes it a candidate.
+QUOTES_CAUSE = re.compile(f"{PROCESS_DIED.pattern}|failed with error '")
 # Rust's panic header: since 1.73 its message is on the line after it
 PANIC_HEADER = r"thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
+    r"\(Exit code: -?[1-9]\d*\)|"
     # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
     r"failed to be inspected\. Please check the logs|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"

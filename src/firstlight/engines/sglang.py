@@ -172,10 +172,11 @@ SGLANG = EngineAdapter(
     registry_sources=(r"sglang/srt/models/registry\.py",),
     # srt/models/registry.py logs it and leaves the model out; it matters only if that model is the one served
     # and utils/common.py logs an optional module it could not import ("Failed to import amdsmi with
-    # ModuleNotFoundError(...)") and runs on without it
+    # ModuleNotFoundError(...)"), _custom_ops.py its custom all-reduce ("Failed to import from custom_ar with
+    # ImportError(...)"), and runs on without it
     ignored_errors=compile_all(
         r"Ignore import error when loading sglang\.srt\.models\.",
-        r"Failed to import \w+ with \w+(Error|Exception)\(",
+        r"Failed to import (from )?[\w.]+ with \w+(Error|Exception)\(",
         r"Failed to load generation config for",  # it serves without one
     ),
     fingerprints=compile_all(

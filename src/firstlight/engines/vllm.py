@@ -183,9 +183,12 @@ VLLM = EngineAdapter(
     registry_sources=(r"vllm/model_executor/models/registry\.py",),
     # attention/utils/fa_utils.py logs a FlashAttention version the GPU cannot run at ERROR, then its assert is
     # caught and the engine picks another attention backend; vllm/version.py warns that a source checkout has no
-    # generated _version module ("Failed to read commit hash:" and the ImportError's text on the next line)
+    # generated _version module ("Failed to read commit hash:" and the ImportError's text on the next line);
+    # _custom_ops.py warns that its extension did not load and runs on (a later op call fails: causes.py)
     ignored_errors=compile_all(
-        r"Cannot use FA version \d+ is not supported due to", r"No module named 'vllm\._version'\s*$"
+        r"Cannot use FA version \d+ is not supported due to",
+        r"No module named 'vllm\._version'\s*$",
+        r"Failed to import from vllm\._C with \w+(Error|Exception)\(",
     ),
     # V0's worker states the message of the exception its traceback then shows in full
     restating_lines=compile_all(r"Exception in worker \S+ while processing method \w+: "),
