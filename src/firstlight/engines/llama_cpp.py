@@ -70,7 +70,14 @@ LLAMA_CPP = EngineAdapter(
         ),
         # llama-server (2025) listens before it loads the model, and answers 503 until it has (2026 builds
         # listen after it is loaded): either way a listening line is recorded where it is, without moving the machine.
-        *aside_rules(("http_listening", r"listening on http|HTTP server (is )?listening|server is listening")),
+        # Builds that bind first and say `listening` only once loaded print `start: binding port ...` as they bind
+        # (a bind that fails says so and exits).
+        *aside_rules(
+            (
+                "http_listening",
+                r"listening on http|HTTP server (is )?listening|server is listening|start: binding port",
+            )
+        ),
     ),
     progress=progress_rules(
         ("kv_cache_allocated", r"warming up the model with an empty run", "warming up"),
