@@ -9,7 +9,7 @@ import io
 import pytest
 
 from firstlight.diagnosis import diagnose_lines
-from firstlight.diagnosis.levels import is_settings_dump
+from firstlight.diagnosis.levels import is_quiet, is_settings_dump
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, heaviest, load_signatures
 from firstlight.logs import iter_lines
@@ -582,7 +582,9 @@ EXAMPLE_ELSEWHERE = {
 
 @pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
 def test_every_signatures_example_is_diagnosed_by_it(sig: Signature) -> None:
-    report = diagnose_text(sig.example + "\n")
+    # a message an engine logs at INFO (vLLM's negative KV cache budget) names the cause of the failure that follows
+    failed = "Traceback (most recent call last):\n" if is_quiet(sig.example) else ""
+    report = diagnose_text(sig.example + "\n" + failed)
     assert report.diagnosis is not None, f"{sig.id}: its example is not an error line"
     assert report.diagnosis.signature == EXAMPLE_ELSEWHERE.get(sig.id, sig.id), sig.id
 
@@ -1111,3 +1113,22 @@ def test_open_mpis_failed_initialisation_is_told_by_what_its_runtime_returned() 
     assert report.diagnosis.line == 4
     assert report.diagnosis.category == "nccl_error"
     assert "No permission" in report.diagnosis.remedy
+
+
+def test_a_log_that_stops_on_a_bare_exception_failed() -> None:
+    report = diagnose_text("INFO loading the model\nNotImplementedError:\n")
+    assert report.outcome == "failed"
+    assert report.diagnosis.root_cause_line == "NotImplementedError:"
+
+
+def test_a_wait_that_began_on_the_end_of_another_processs_line_is_placed_there() -> None:
+    wait = "(APIServer pid=1) DEBUG 08-09 20:55:{s} [utils.py:1262] Waiting for 1 local, 0 remote core engine proc(s) to start."
+    log = [
+        "(APIServer pid=1) INFO 08-09 20:55:00 [api_server.py:1] vLLM API server version 0.10.1",
+        "node:958:958 [1] NCCL INFO Channel 01/0 : " + wait.format(s="10"),
+        wait.format(s="20"),
+        wait.format(s="30"),
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.outcome == "not_ready"
+    assert report.diagnosis.line == 2

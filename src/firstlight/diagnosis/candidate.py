@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from firstlight.diagnosis.signatures import Signature
 
 ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
+FATAL_FLOOR = 0.2  # as strong as a bare exception (`NotImplementedError:`): something was raised
 
 
 @dataclass
@@ -27,8 +28,9 @@ class Candidate:
 
     @property
     def fatal(self) -> bool:
-        """An exception or an error-level line: a log that stops on it died of it."""
-        return not self.quiet and self.score >= ERROR_LEVEL
+        """An exception (a bare one too) or an error-level line, not one the engine carries on past: a log that
+        stops on it died of it."""
+        return not self.quiet and not self.ignored and self.score >= FATAL_FLOOR
 
     @property
     def remedy(self) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import cache
-from itertools import chain, islice, pairwise
+from itertools import chain, islice
 from pathlib import Path
 
 from firstlight.diagnosis.gpu import NEWER_GPU_REMEDY, GpuSeen
+from firstlight.diagnosis.order import NEWEST_FIRST_CAP, in_time_order, newest_first, numbered_as_in_file
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report, furthest
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
 from firstlight.diagnosis.signatures import SIGTERM_EXIT, TRACEBACK_HEADER, signatures_by_id
@@ -128,12 +129,12 @@ def diagnose_lines(segments: Iterable[tuple[int, str]], engine: str = "auto") ->
     head = list(islice(it, DETECT_LINES))
     if engine in ("auto", "", None):
         engine = detect_engine(text for _, text in head)
-    if _newest_first(head):
+    if newest_first(head):
         held = head + list(islice(it, NEWEST_FIRST_CAP))
         more = next(it, None)
         if more is None:
-            order, numbers = _in_time_order(held)
-            return _numbered_as_in_file(_diagnose(engine, order, iter(())), numbers)
+            order, numbers = in_time_order(held)
+            return numbered_as_in_file(_diagnose(engine, order, iter(())), numbers)
         head, it = held, chain([more], it)  # too long to hold: read as it is
     return _diagnose(engine, head, it)
 
@@ -167,49 +168,16 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
     return _conclude(engine, adapter, phases, finder, stall, progress_line, count, gpu)
 
 
-# A log exported from a cloud log viewer (GCP's Logs Explorer, Datadog) runs newest line first: its tracebacks read
-# upwards and its last cause comes first. Such a log, up to this many lines, is read in time order.
-NEWEST_FIRST_CAP = 200_000
-_STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
-
-
-def _newest_first(head: list[tuple[int, str]]) -> bool:
-    """The log's timestamps (date and time, each line's first) fall from line to line far more often than they rise."""
-    stamps = [m[0] for _, text in head if (m := _STAMP.search(text[:120]))]
-    falls = sum(a > b for a, b in pairwise(stamps))
-    rises = sum(a < b for a, b in pairwise(stamps))
-    return falls >= 5 and falls > 3 * rises
-
-
-def _in_time_order(lines: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], list[int]]:
-    """A newest-first log oldest line first, numbered 1..n, and each line's number in the file."""
-    lines = lines[::-1]
-    return [(n, text) for n, (_, text) in enumerate(lines, 1)], [line_no for line_no, _ in lines]
-
-
-def _numbered_as_in_file(report: Report, numbers: list[int]) -> Report:
-    """A report on a log read in time order, its line numbers turned back into the file's."""
-
-    def in_file(n: int) -> int:
-        return numbers[n - 1] if 0 < n <= len(numbers) else n
-
-    for seen in report.phases:
-        seen.line = in_file(seen.line)
-    if report.diagnosis is not None:
-        report.diagnosis.line = in_file(report.diagnosis.line)
-    for cand in report.candidates:
-        cand["line"] = in_file(int(cand["line"]))
-    report.wrappers = [(in_file(n), text) for n, text in report.wrappers]
-    report.rule = f"the log runs newest line first: read in time order (lines in this rule counted so); {report.rule}"
-    return report
-
-
 CUT_LINE_CHARS = 20  # a log cut off mid-line ends on a part of the line it repeated: as long as this, it is that line
 
 
 def _same_run(shape: str, run_shape: str) -> bool:
-    """The line repeats the run's line (digits folded), or is its start cut off where the log ends."""
-    return shape == run_shape or (len(shape) >= CUT_LINE_CHARS and run_shape.startswith(shape))
+    """The line repeats the run's line (digits folded), or is its start cut off where the log ends, or the run began
+    with it printed onto the end of another process's unfinished line (`NCCL INFO Channel 01/0 : (APIServer pid=1)
+    DEBUG ... Waiting for 1 local, 0 remote core engine proc(s) to start.`)."""
+    return shape == run_shape or (
+        len(shape) >= CUT_LINE_CHARS and (run_shape.startswith(shape) or run_shape.endswith(shape))
+    )
 
 
 def _stall(

@@ -36,7 +36,6 @@ from firstlight.diagnosis.signatures import (
     PANIC_HEADER,
     PROCESS_DIED,
     QUANTIZATION_SOURCES,
-    QUOTES_CAUSE,
     RAISED_IN_ATTENTION,
     RAISED_IN_CONFIG,
     RAISED_IN_QUANTIZATION,
@@ -48,6 +47,7 @@ from firstlight.diagnosis.signatures import (
     heaviest,
     ignored_errors,
     load_signatures,
+    names_its_cause,
     registry_sources,
     restating_lines,
     wrapper_lines,
@@ -81,9 +81,6 @@ CONTESTED_CONFIDENCE = 0.85
 # logs, each scored before it was read, diagnoses at confidence 0.6-0.8 (nearly all from such signatures)
 # were right 6 times in 22; at 0.8 and above, 93 times in 102.
 BROAD_WEIGHT = 0.8
-# A process's death that names how it died this specifically is that cause (`llama-server exited with code
-# 3221225501`: the code is an illegal instruction); a broad one (`exited with code 137`) only says that it died.
-WRAPPER_NAMED = 0.85
 BROAD_CONFIDENCE = 0.65
 
 
@@ -98,12 +95,6 @@ PANIC_RX = re.compile(PANIC_HEADER)
 def _rank(c: Candidate) -> tuple[float, int]:
     """Strongest first; among equals the earliest."""
     return (-round(c.score, 6), c.line_no)
-
-
-def _died_of(line: str, sig: Signature | None) -> bool:
-    """The line says a process died, or quotes the error a worker failed with, and a specific signature names how
-    (its exit code or signal, the quoted error)."""
-    return sig is not None and sig.weight >= WRAPPER_NAMED and QUOTES_CAUSE.search(line) is not None
 
 
 def normalise(line: str) -> str:
@@ -280,7 +271,7 @@ class RootCauseFinder:
         if not (error_level or TRIGGER.search(line)) or is_settings_dump(line):
             return None
         best = self._signature(line)
-        if self.wrappers_rx.search(line) and not _died_of(line, best):
+        if self.wrappers_rx.search(line) and not names_its_cause(line, best):
             return "wrapper"
         exc = EXCEPTION_LINE.search(line)
         reasons: list[str] = []

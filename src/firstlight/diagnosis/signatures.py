@@ -155,7 +155,7 @@ TRIGGER = re.compile(
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
-    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|"
+    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|KV cache memory: -|"
     r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
 )
 
@@ -185,10 +185,24 @@ PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
     r"^\s*Aborted\s*$|runner (process has )?terminated|\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime
 )
-# A wrapper that says how a process died, or quotes the error its worker failed with (vLLM's `RuntimeError: Worker
-# failed with error 'Could not find nvcc ...', please check the stack trace above for the root cause`): a specific
-# signature that names it makes it a candidate.
-QUOTES_CAUSE = re.compile(f"{PROCESS_DIED.pattern}|failed with error '")
+# A wrapper that quotes the error its worker failed with (vLLM's `RuntimeError: Worker failed with error 'Could not
+# find nvcc ...', please check the stack trace above for the root cause`): a signature that names the quote makes it
+# a candidate.
+QUOTED_ERROR = re.compile(r"failed with error '")
+# A process's death that names how it died this specifically is that cause (`llama-server exited with code
+# 3221225501`: the code is an illegal instruction); a broad one (`exited with code 137`) only says that it died.
+WRAPPER_NAMED = 0.85
+
+
+def names_its_cause(line: str, sig: Signature | None) -> bool:
+    """The wrapper quotes the error a worker failed with, and a signature names it; or it says a process died, and
+    a specific signature names how (its exit code or signal)."""
+    if sig is None:
+        return False
+    died = sig.weight >= WRAPPER_NAMED and PROCESS_DIED.search(line) is not None
+    return died or QUOTED_ERROR.search(line) is not None
+
+
 # Rust's panic header: since 1.73 its message is on the line after it
 PANIC_HEADER = r"thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
