@@ -1132,3 +1132,42 @@ def test_a_wait_that_began_on_the_end_of_another_processs_line_is_placed_there()
     report = diagnose_text("\n".join(log))
     assert report.outcome == "not_ready"
     assert report.diagnosis.line == 2
+
+
+def test_exit_codes_are_told_apart_though_verdicts_are_cached_by_shape() -> None:
+    """Two ranks' death lines differ only in their digits: the code decides (137 says nothing, 3221225501 is SIGILL)."""
+    report = diagnose_text("rank 0 exited with code 137\nrank 1 exited with code 3221225501\n")
+    assert report.diagnosis.line == 2 and report.diagnosis.category == "hardware_unsupported"
+    assert diagnose_text("worker exited with code 0\nworker exited with code 1\n").outcome == "failed"
+
+
+def test_a_bare_exception_sigterm_raises_does_not_make_a_stopped_launch_failed() -> None:
+    log = [
+        "INFO 06-01 10:00:00 [api_server.py:1] Starting",
+        "asyncio.exceptions.CancelledError",
+        "KeyboardInterrupt: terminated",
+    ]
+    assert diagnose_text("\n".join(log)).outcome == "not_ready"
+
+
+def test_only_what_a_gpu_generation_decides_changes_on_a_newer_gpu() -> None:
+    report = diagnose_text("INFO Using GPU NVIDIA B200\nRuntimeError: InfiniBand sysfs path not found\n")
+    assert report.diagnosis.category == "hardware_unsupported"
+
+
+def test_a_gpu_named_as_a_requirement_is_not_the_gpu_here() -> None:
+    log = ["WARNING 05-01 10:00:01 [fp4.py:1] NVFP4 kernels need an NVIDIA B200 or GB200", SCALED_MM.format(cc=80)]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.category == "hardware_unsupported"
+
+
+def test_a_kernel_crash_is_not_told_at_an_unrelated_exception_it_was_raised_while_handling() -> None:
+    log = [
+        "ValueError: too many values to unpack (expected 2)",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis.line == 5

@@ -28,8 +28,13 @@ class Candidate:
 
     @property
     def fatal(self) -> bool:
-        """An exception (a bare one too) or an error-level line, not one the engine carries on past: a log that
-        stops on it died of it."""
+        """An exception or an error-level line: a log that stops on it died of it."""
+        return not self.quiet and self.score >= ERROR_LEVEL
+
+    @property
+    def raised(self) -> bool:
+        """Fatal, or a bare exception (`NotImplementedError:`) the engine did not carry on past: a log that ends on
+        it died of it (yet SIGTERM's bare `CancelledError` does not make a stopped launch a failed one)."""
         return not self.quiet and not self.ignored and self.score >= FATAL_FLOOR
 
     @property

@@ -72,25 +72,35 @@ class ExceptionChains:
         self._heads: dict[int, Candidate] = {}  # an exception's line -> the exception it was raised while handling
         self._last: Candidate | None = None  # the last exception seen
         self._pending: Candidate | None = None  # the exception a marker just said the next one follows
+        self._follower = 0  # the line of the first exception after the marker
 
-    def read(self, line: str) -> None:
+    def read(self, line_no: int, line: str) -> None:
         if "exception" in line and CHAIN_MARKER.search(line):
-            self._pending = self._last
+            self._pending, self._follower = self._last, 0
+        elif self._pending is not None and EXCEPTION_LINE.search(line):
+            if self._follower:  # the exception after the marker was no candidate: the chain is not followed
+                self._pending = None
+            else:
+                self._follower = line_no
 
-    def seen(self, line: str, cand: Candidate) -> None:
-        """A candidate line was read: `cand` is its candidate, or the earlier one it repeats (another rank's)."""
+    def seen(self, line_no: int, line: str, cand: Candidate) -> None:
+        """Candidate line `line_no` was read: `cand` is its candidate, or the earlier one it repeats (another
+        rank's). Only the first exception after a marker follows the one before it."""
         if not EXCEPTION_LINE.search(line):
             return
-        # a head comes before its exception (a rank repeating a chain may link a later line to an earlier one)
-        if self._pending is not None and self._pending.line_no < cand.line_no:
-            self._heads.setdefault(cand.line_no, self._pending)
-        self._pending = None
+        if self._pending is not None and line_no == self._follower:
+            # a head comes before its exception (a rank repeating a chain may link a later line to an earlier one)
+            if self._pending.line_no < cand.line_no:
+                self._heads.setdefault(cand.line_no, self._pending)
+            self._pending = None
         self._last = cand
 
     def head(self, chosen: Candidate) -> Candidate:
         """The first exception of the chain `chosen` ends, as far back as each names the same cause; `chosen`
         when it was not raised while handling another of its category."""
         head = chosen
+        if chosen.category == "unknown":  # a crash names no cause for a first exception to share
+            return chosen
         while (earlier := self._heads.get(head.line_no)) is not None and earlier.category == chosen.category:
             head = earlier
         if head is chosen:

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 # engines print it (after "NVIDIA"), or its capability stated as the device's (not a requirement: "requires compute
 # capability 10.0" says nothing of the GPU). Only lines with one of MENTIONS are searched: most lines have none.
 MENTIONS = ("NVIDIA", "apabilit", "DGX")
+# a line that names a GPU as a requirement ("NVFP4 kernels need an NVIDIA B200", "requires capability sm_100")
+REQUIREMENT = re.compile(r"(?i)requir|\bneeds?\b|only support|supported on|at least|or (newer|later|higher)|>=")
 NEWER_GPU = re.compile(
     r"\b(?:RTX 50[5-9]0(?: Ti)?|RTX PRO \d{4}|GB10|G?B[123]00|DGX Spark|Jetson (?:AGX )?Thor)\b"
     r"|\bcapability sm_?(?:1[0-2]\d)\b"
-    r"|\bcurrent (?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
+    r"|\bcurrent (?:device )?(?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
     r"|\bcompute capability 1[0-2]\.\d, VMM"
 )
 
@@ -46,5 +48,7 @@ class GpuSeen:
     def read(self, line_no: int, line: str) -> None:
         if self.newer is None and any(word in line for word in MENTIONS):
             m = NEWER_GPU.search(line[:2000])
+            if m and REQUIREMENT.search(line[:2000]) and not m[0].startswith("current"):
+                return
             if m:
                 self.newer = (line_no, m[0])

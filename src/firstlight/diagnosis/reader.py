@@ -280,7 +280,7 @@ def _decide(
         if best:
             return "failed", _from_candidate(best, finder), STRONGEST_RULE
         return "failed", _from_wrapper(finder.wrappers), WRAPPER_RULE
-    if best is not None and best.fatal and best.line_no > progress_line:
+    if best is not None and best.raised and best.line_no > progress_line:
         rule = f"the log stops on a fatal line (line {best.line_no}) with no progress after it: failed"
         return "failed", _from_candidate(best, finder), rule
     rule = f"nothing fatal: the log stops in phase {where.phase}"

@@ -145,7 +145,7 @@ class RootCauseFinder:
             self._recent.append(line)
             return
         frame = place.frame
-        self._chains.read(line)
+        self._chains.read(line_no, line)
         ignored = self._ignored.continues(line, frame)
         # this line is a panic's message when the line before it was the panic's header
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
@@ -205,7 +205,7 @@ class RootCauseFinder:
         if seen is not None:
             seen.count += 1
             seen.last_seen = line_no
-            self._chains.seen(line, seen)
+            self._chains.seen(line_no, line, seen)
             return None
         raised_in = self._raised_in(line, statement is not None) if sig is None else None
         if raised_in is not None:
@@ -237,7 +237,7 @@ class RootCauseFinder:
             ignored=ignored or carried,
         )
         self.candidates[key] = cand
-        self._chains.seen(line, cand)
+        self._chains.seen(line_no, line, cand)
         if len(self.candidates) > MAX_CANDIDATES:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
@@ -256,7 +256,7 @@ class RootCauseFinder:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same
         messages with other numbers, so the verdict is cached by the line's shape (digits folded). `told`: the
         line is the message of a panic header above it, an error whatever its words."""
-        key = (shape, told)
+        key = (line if "xit" in line or "signal" in line else shape, told)  # an exit code or signal: its digits tell
         if key in self._verdicts:
             return self._verdicts[key]
         verdict = self._classify_uncached(line, told)
