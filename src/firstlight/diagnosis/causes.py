@@ -22,6 +22,7 @@ Each pair is read from where the engines wire the two together:
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -70,13 +71,16 @@ class ExceptionChains:
 
     def __init__(self) -> None:
         self._heads: dict[int, Candidate] = {}  # an exception's line -> the exception it was raised while handling
-        self._last: Candidate | None = None  # the last exception seen
+        # the last candidate lines (a marker's exception is the last of them with an exception's shape: checked then,
+        # not on every line, since markers are rare)
+        self._recent: deque[tuple[str, Candidate]] = deque(maxlen=8)
         self._pending: Candidate | None = None  # the exception a marker just said the next one follows
         self._follower = 0  # the line of the first exception after the marker
 
     def read(self, line_no: int, line: str) -> None:
         if "exception" in line and CHAIN_MARKER.search(line):
-            self._pending, self._follower = self._last, 0
+            raised = (c for text, c in reversed(self._recent) if EXCEPTION_LINE.search(text))
+            self._pending, self._follower = next(raised, None), 0
         elif self._pending is not None and EXCEPTION_LINE.search(line):
             if self._follower:  # the exception after the marker was no candidate: the chain is not followed
                 self._pending = None
@@ -86,14 +90,12 @@ class ExceptionChains:
     def seen(self, line_no: int, line: str, cand: Candidate) -> None:
         """Candidate line `line_no` was read: `cand` is its candidate, or the earlier one it repeats (another
         rank's). Only the first exception after a marker follows the one before it."""
-        if not EXCEPTION_LINE.search(line):
-            return
-        if self._pending is not None and line_no == self._follower:
+        if self._pending is not None and line_no == self._follower:  # read() found it an exception line
             # a head comes before its exception (a rank repeating a chain may link a later line to an earlier one)
             if self._pending.line_no < cand.line_no:
                 self._heads.setdefault(cand.line_no, self._pending)
             self._pending = None
-        self._last = cand
+        self._recent.append((line, cand))
 
     def head(self, chosen: Candidate) -> Candidate:
         """The first exception of the chain `chosen` ends, as far back as each names the same cause; `chosen`

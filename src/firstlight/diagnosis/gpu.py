@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 # A GPU of compute capability 10.x-12.x, named as this machine's: its product name as NVIDIA's tools and the
 # engines print it (after "NVIDIA"), or its capability stated as the device's (not a requirement: "requires compute
-# capability 10.0" says nothing of the GPU). Only lines with one of MENTIONS are searched: most lines have none.
-MENTIONS = ("NVIDIA", "apabilit", "DGX")
+# capability 10.0" says nothing of the GPU). Only lines that say "NVIDIA", "capability" or "DGX" are searched: most
+# lines say none of them.
 # a line that names a GPU as a requirement ("NVFP4 kernels need an NVIDIA B200", "requires capability sm_100")
 REQUIREMENT = re.compile(r"(?i)requir|\bneeds?\b|only support|supported on|at least|or (newer|later|higher)|>=")
 NEWER_GPU = re.compile(
@@ -46,7 +46,7 @@ class GpuSeen:
     newer: tuple[int, str] | None = None
 
     def read(self, line_no: int, line: str) -> None:
-        if self.newer is None and any(word in line for word in MENTIONS):
+        if self.newer is None and ("NVIDIA" in line or "apabilit" in line or "DGX" in line):
             m = NEWER_GPU.search(line[:2000])
             if m and REQUIREMENT.search(line[:2000]) and not m[0].startswith("current"):
                 return
