@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from firstlight.diagnosis.signatures import Signature
 
 ERROR_LEVEL = 0.3  # a line the engine itself marks as an error, without an exception's shape
-FATAL_FLOOR = 0.2  # as strong as a bare exception (`NotImplementedError:`): something was raised
+BARE_EXCEPTION = 0.2  # an exception without a message (`NotImplementedError:`): something was raised
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Candidate:
     def raised(self) -> bool:
         """Fatal, or a bare exception (`NotImplementedError:`) the engine did not carry on past: a log that ends on
         it died of it (yet SIGTERM's bare `CancelledError` does not make a stopped launch a failed one)."""
-        return not self.quiet and not self.ignored and self.score >= FATAL_FLOOR
+        return not self.quiet and not self.ignored and self.score >= BARE_EXCEPTION
 
     @property
     def remedy(self) -> str:

@@ -19,17 +19,18 @@ import re
 from dataclasses import dataclass
 
 # A GPU of compute capability 10.x-12.x, named as this machine's: its product name as NVIDIA's tools and the
-# engines print it (after "NVIDIA"), or its capability stated as the device's (not a requirement: "requires compute
-# capability 10.0" says nothing of the GPU). Only lines that say "NVIDIA", "capability" or "DGX" are searched: most
-# lines say none of them.
-# a line that names a GPU as a requirement ("NVFP4 kernels need an NVIDIA B200", "requires capability sm_100")
-REQUIREMENT = re.compile(r"(?i)requir|\bneeds?\b|only support|supported on|at least|or (newer|later|higher)|>=")
+# engines print it (after "NVIDIA"), or its capability stated as the device's. Only lines that say "NVIDIA",
+# "capability" or "DGX" are searched: most lines say none of them.
 NEWER_GPU = re.compile(
     r"\b(?:RTX 50[5-9]0(?: Ti)?|RTX PRO \d{4}|GB10|G?B[123]00|DGX Spark|Jetson (?:AGX )?Thor)\b"
     r"|\bcapability sm_?(?:1[0-2]\d)\b"
     r"|\bcurrent (?:device )?(?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
     r"|\bcompute capability 1[0-2]\.\d, VMM"
 )
+
+# A line that names a GPU as a requirement ("NVFP4 kernels need an NVIDIA B200", "requires capability sm_100") says
+# nothing of the GPU here, unless it states the current device's capability as well.
+REQUIREMENT = re.compile(r"(?i)requir|\bneeds?\b|only support|supported on|at least|or (newer|later|higher)|>=")
 
 NEWER_GPU_REMEDY = (
     "The GPU ({gpu}) is newer than the kernels this build ships: it is not too old, the engine, PyTorch or the "
@@ -46,9 +47,9 @@ class GpuSeen:
     newer: tuple[int, str] | None = None
 
     def read(self, line_no: int, line: str) -> None:
-        if self.newer is None and ("NVIDIA" in line or "apabilit" in line or "DGX" in line):
-            m = NEWER_GPU.search(line[:2000])
-            if m and REQUIREMENT.search(line[:2000]) and not m[0].startswith("current"):
-                return
-            if m:
-                self.newer = (line_no, m[0])
+        if self.newer is not None or not ("NVIDIA" in line or "apabilit" in line or "DGX" in line):
+            return
+        head = line[:2000]
+        m = NEWER_GPU.search(head)
+        if m and (m[0].startswith("current") or not REQUIREMENT.search(head)):
+            self.newer = (line_no, m[0])

@@ -150,7 +150,7 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
     run_start: tuple[int, str] | None = None  # the first of the run of like lines the log has reached
     run_shape = ""
     count = 0
-    for line_no, text in _chain(head, it):
+    for line_no, text in chain(head, it):
         count += 1
         last_line = (line_no, text)
         shape = fold_digits(text)
@@ -196,11 +196,6 @@ def _stopped_by_sigterm(wrappers: list[tuple[int, str]]) -> bool:
     """Every wrapper says SIGTERM ended the process, apart from the traceback headers SIGTERM's exception has."""
     texts = [text for _, text in wrappers if not _TRACEBACK.search(text)]
     return bool(texts) and all(_SIGTERM.search(text) for text in texts)
-
-
-def _chain(head: list[tuple[int, str]], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    yield from head
-    yield from rest
 
 
 STRONGEST_RULE = (

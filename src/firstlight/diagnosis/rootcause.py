@@ -26,7 +26,7 @@ import heapq
 import re
 from collections import deque
 
-from firstlight.diagnosis.candidate import ERROR_LEVEL, Candidate
+from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import ExceptionChains, cause_behind, first_statement
 from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
@@ -64,7 +64,6 @@ VERDICT_CACHE = 100_000
 MATCH_CHARS = 4000
 
 GENERIC_EXCEPTION = 0.31  # above an error-level line: an exception says what was raised, not only that it went wrong
-BARE_EXCEPTION = 0.2
 EXCEPTION_BONUS = 0.03
 QUIET_LEVEL_FACTOR = 0.5
 QUIET_CEILING = 0.28  # a line logged at INFO/WARNING stays below any exception or error-level line
