@@ -218,5 +218,9 @@ def test_the_report_measures_speedups_crossover_and_acceptance(campaign: dict[st
         assert all(s["speedup"] > 0 and s["low"] <= s["speedup"] <= s["high"] for s in speedups)
         assert data["crossover"][variant]["verdict"]
     assert set(data["knee"]["per_variant"]) == set(VARIANTS)
-    assert {p["variant"] for p in data["pareto"]} == set(VARIANTS) and any(p["front"] for p in data["pareto"])
+    # A level whose median request got all its tokens in one read has a TPOT of 0 and no place on the front: on
+    # a loaded 2-core machine the tiny model can finish before the API server flushes (even baseline at C=1)
+    placed = {(v, row["level"]) for v in VARIANTS for row in data["table"][v] if (row["tpot_p50"] or {}).get("median")}
+    assert {(p["variant"], p["level"]) for p in data["pareto"]} == placed
+    assert placed and any(p["front"] for p in data["pareto"])
     assert campaign["html"].returncode == 0 and "data:image/png;base64" in campaign["html_path"].read_text()

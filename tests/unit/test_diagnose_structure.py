@@ -1171,3 +1171,18 @@ def test_a_kernel_crash_is_not_told_at_an_unrelated_exception_it_was_raised_whil
     ]
     report = diagnose_text("\n".join(log))
     assert report.diagnosis.line == 5
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        # constructed in the forms uvicorn and Go's net package print, with Windows' localised reasons
+        "ERROR:    [Errno 13] error while attempting to bind on address ('127.0.0.1', 5000): "
+        "der Zugriff auf einen Socket war aufgrund der Zugriffsrechte des Sockets unzulässig",
+        "Error: listen tcp 127.0.0.1:11434: bind: Normal olarak her yuva adresi için yalnızca bir kullanıma izin veriliyor.",
+    ],
+)
+def test_a_refused_bind_is_the_port_in_whatever_language_the_system_says_why(refused: str) -> None:
+    report = diagnose_text(f"INFO:     Started server process [4242]\nINFO:     Waiting for application startup.\n{refused}\n")
+    assert report.outcome == "failed" and report.diagnosis is not None
+    assert report.diagnosis.category == "port_in_use" and report.diagnosis.root_cause_line == refused
