@@ -1183,6 +1183,8 @@ def test_a_kernel_crash_is_not_told_at_an_unrelated_exception_it_was_raised_whil
     ],
 )
 def test_a_refused_bind_is_the_port_in_whatever_language_the_system_says_why(refused: str) -> None:
-    report = diagnose_text(f"INFO:     Started server process [4242]\nINFO:     Waiting for application startup.\n{refused}\n")
+    report = diagnose_text(
+        f"INFO:     Started server process [4242]\nINFO:     Waiting for application startup.\n{refused}\n"
+    )
     assert report.outcome == "failed" and report.diagnosis is not None
     assert report.diagnosis.category == "port_in_use" and report.diagnosis.root_cause_line == refused
