@@ -1188,3 +1188,67 @@ def test_a_refused_bind_is_the_port_in_whatever_language_the_system_says_why(ref
     )
     assert report.outcome == "failed" and report.diagnosis is not None
     assert report.diagnosis.category == "port_in_use" and report.diagnosis.root_cause_line == refused
+
+
+# constructed in the engines' forms: uvicorn's access log after vLLM's ready line, and a failure after it
+READY = "(APIServer pid=1) INFO:     Application startup complete."
+SERVED = '(APIServer pid=1) INFO:     127.0.0.1:44542 - "GET /v1/models HTTP/1.1" 200 OK'
+OOM = "(EngineCore pid=2) ERROR 06-13 20:09:13 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def test_a_failure_after_ready_before_any_request_is_a_failed_start() -> None:
+    report = diagnose_text(f"{READY}\n{OOM}\n{SERVED}\n")
+    assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom"
+
+
+def test_a_server_that_answered_a_request_and_then_failed_started() -> None:
+    report = diagnose_text(f"{READY}\n{SERVED}\n{OOM}\n")
+    assert report.outcome == "ready" and report.diagnosis.category == "cuda_oom"
+    assert "answered a request (line 2)" in report.rule
+
+
+def test_a_message_logged_with_its_traceback_is_told_at_the_exception_line_that_gives_its_type() -> None:
+    # constructed in vLLM V0's form: `logger.exception(e)` writes the message, then the traceback raising it
+    prefix = "ERROR 03-10 21:30:59 engine.py:400] "
+    log = [
+        f"{prefix}Error while deserializing header: InvalidHeaderDeserialization",
+        f"{prefix}Traceback (most recent call last):",
+        f'{prefix}  File "/usr/lib/python3/safetensors/torch.py", line 313, in load_file',
+        f"{prefix}safetensors_rust.SafetensorError: Error while deserializing header: InvalidHeaderDeserialization",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.diagnosis.root_cause_line == log[3] and report.diagnosis.category == "missing_model_files"
+
+
+def test_a_warning_logged_again_without_its_level_is_still_a_warning() -> None:
+    # constructed in the form of SGLang's root logger repeating CUTLASS DSL's own warning, at the end of a stall
+    log = [
+        "[2026-06-07 18:51:06] Capture cuda graph begin. This can take up to several minutes. avail mem=65.31 GB",
+        "2026-06-07 18:51:07,171 - CUTE_DSL - WARNING - [handle_import_error] - Unexpected error during package walk: "
+        "cutlass.cute.experimental",
+        "[2026-06-07 18:51:07] Unexpected error during package walk: cutlass.cute.experimental",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
+
+
+def test_a_stall_is_placed_before_a_bar_that_never_moved_and_a_warning_printed_at_exit() -> None:
+    log = [
+        "[2026-08-01 22:15:55] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 34097",
+        "[2026-08-01 22:15:56] Capture target prefill CUDA graph begin. backend=breakable",
+        "  0%|          | 0/58 [00:00<?, ?it/s]",
+        "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to "
+        "be 1 leaked semaphore objects to clean up at shutdown",
+        "  warnings.warn('resource_tracker: There appear to be %d '",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.outcome == "not_ready" and report.diagnosis.root_cause_line == log[1]
+
+
+def test_a_transport_error_is_told_by_ucx_before_the_status_nixl_returns() -> None:
+    ucx = (
+        "[1744963752.379059] [node1:14252:0]            sock.c:334  UCX  ERROR   connect(fd=120, "
+        "dest_addr=10.0.0.2:34313) failed: Connection refused"
+    )
+    report = diagnose_text(f"{ucx}\nNIXL_ERR_BACKEND\nTraceback (most recent call last):\n")
+    assert report.diagnosis.root_cause_line == ucx and report.diagnosis.category == "nccl_error"

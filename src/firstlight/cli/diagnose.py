@@ -54,7 +54,7 @@ def diagnose(
         show_report(report, None if logfile == "-" else logfile)
         if explain:
             show_explanation(report)
-    raise typer.Exit(0 if report.outcome == "ready" else 1)
+    raise typer.Exit(0 if report.outcome == "ready" and report.diagnosis is None else 1)
 
 
 def show_report(report: "Report", log_path: str | None) -> None:
@@ -76,6 +76,8 @@ def show_report(report: "Report", log_path: str | None) -> None:
         out.print(Text(f"  {p.phase:<20} line {p.line}{when}{aside}"))
     if report.outcome == "not_ready":
         out.print(Text(f"the log ends in {report.last_phase} without ready and without a fatal error", style="yellow"))
+    elif report.outcome == "ready" and report.diagnosis is not None:
+        out.print(Text("it started and answered requests, then failed while serving:", style="yellow"))
     print_diagnosis(report.to_dict().get("diagnosis"), log_path)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from firstlight.diagnosis.candidate import Candidate
 from firstlight.diagnosis.signatures import EXCEPTION_LINE
+from firstlight.engines import strip_line_prefix
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ class ExceptionChains:
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
+_TRACEBACK = "Traceback (most recent call last)"
+_EXCEPTION_TYPE = re.compile(r"[\w.]*(?:Error|Exception)\w*: ")
 _BOUNDARY = re.compile(r": |\] ")  # where a logger's prefix, a level or an exception type ends and a message begins
 
 
@@ -130,7 +133,9 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
     `chosen` when there is none."""
     text = chosen.line.rstrip()
     for c in sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no):
-        if any(_wraps(text, message) for message in _messages(c.line)):
+        if any(
+            _wraps(text, message) and not _logged_with_its_traceback(c, text, message) for message in _messages(c.line)
+        ):
             why = f"line {chosen.line_no} repeats its message (takes its score {chosen.score:.2f})"
             return replace(
                 c,
@@ -142,6 +147,27 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
                 reasons=(*c.reasons, why),
             )
     return chosen
+
+
+def raised_below(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate:
+    """For a logger's `exception(e)` line (its traceback follows at once), the exception line that traceback ends
+    with: the same message, said with its type (`SafetensorError: <message>`); `chosen` otherwise."""
+    if not any(_TRACEBACK in line for line in chosen.after[:1]):
+        return chosen
+    message = strip_line_prefix(chosen.line).strip()
+    for c in sorted((c for c in candidates if c.line_no > chosen.line_no), key=lambda c: c.line_no):
+        text = c.line.rstrip()
+        if text.endswith(message) and _logged_with_its_traceback(chosen, text, message):
+            return c
+    return chosen
+
+
+def _logged_with_its_traceback(earlier: Candidate, text: str, message: str) -> bool:
+    """Whether `earlier` is a logger's `exception(e)`: the message, then at once the traceback that ends by raising
+    it, `text` being that exception line (`SafetensorError: <message>`). That is one statement, not an error wrapped
+    on its way up; the exception line says it with its type."""
+    before = strip_line_prefix(text[: len(text) - len(message)])
+    return bool(_EXCEPTION_TYPE.fullmatch(before)) and any(_TRACEBACK in line for line in earlier.after[:1])
 
 
 def _messages(line: str) -> Iterable[str]:

@@ -17,6 +17,7 @@ from firstlight.diagnosis.order import NEWEST_FIRST_CAP, in_time_order, newest_f
 from firstlight.diagnosis.outcome import Diagnosis, PhaseSeen, Report, furthest
 from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
 from firstlight.diagnosis.signatures import SIGTERM_EXIT, TRACEBACK_HEADER, signatures_by_id
+from firstlight.diagnosis.stall import left_behind, same_run, seconds, stall
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
 from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
 
@@ -24,7 +25,6 @@ DETECT_LINES = 2000
 # An error the launch went on past: a phase entered this long after it (by the log's own clock) shows the engine
 # did not stop there (vLLM logs a rejected attention backend at ERROR and falls back to another).
 CARRIED_ON_SECONDS = 5
-_CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)")
 # The process or rank a line names: vLLM's `(VllmWorker TP1 pid=12)`, SGLang's `[2025-03-29 18:56:25 TP1]`. Another
 # rank that carries on says nothing of the one that logged the error: it may have died.
 _PROCESS = re.compile(r"\((\w[\w -]{0,40}?) pid=\d+|\[[^\]]{0,60}\b((?:TP|DP|PP|EP)\d+)[^\]]{0,20}\]")
@@ -146,50 +146,44 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
     gpu = GpuSeen()
     phases = [PhaseSeen("process_start", 1, None)]
     progress_line = 0  # the last line that showed progress (a phase or a progress line)
+    served = 0  # the first line after the ready line that shows the server answering a request
     last_line: tuple[int, str] | None = None
     run_start: tuple[int, str] | None = None  # the first of the run of like lines the log has reached
     run_shape = ""
     count = 0
     for line_no, text in chain(head, it):
         count += 1
-        last_line = (line_no, text)
         shape = fold_digits(text)
+        if not left_behind(text):
+            last_line = (line_no, text)
         ev = machine.feed(text, line_no, shape)
         if ev is not None:
             progress_line = line_no
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside, _process(text)))
-        if ev is not None or not _same_run(shape, run_shape):
+                served = 0 if ev.phase == "ready" else served
+        elif not served and phases[-1].phase == "ready" and _answered(text):
+            served = line_no
+        if ev is not None or (last_line == (line_no, text) and not same_run(shape, run_shape)):
             run_start, run_shape = (line_no, text), shape
         finder.feed(line_no, text, shape)
         gpu.read(line_no, text)
-    stall = _stall(run_start, last_line, adapter.clocks if adapter else any_clock())
+    stopped = stall(run_start, last_line, adapter.clocks if adapter else any_clock())
     finder.finish()
-    return _conclude(engine, adapter, phases, finder, stall, progress_line, count, gpu)
+    return _conclude(engine, adapter, phases, finder, stopped, (progress_line, served), count, gpu)
 
 
-CUT_LINE_CHARS = 20  # a log cut off mid-line ends on a part of the line it repeated: as long as this, it is that line
+# A request the server answered, as its access log shows it (any status: the server was up to answer): uvicorn's
+# `"GET /health HTTP/1.1" 200` (vLLM, SGLang), llama-server's `request: POST /completion 127.0.0.1 200`, Ollama's
+# (gin's) `[GIN] ... | 200 | ... | POST "/api/chat"`.
+_SERVED = re.compile(
+    r'"[A-Z]{3,7} /\S* HTTP/[\d.]+" \d{3}\b|\brequest: [A-Z]{3,7} /\S* \S+ \d{3}\b|\[GIN\] .*\| \d{3} \|'
+)
 
 
-def _same_run(shape: str, run_shape: str) -> bool:
-    """The line repeats the run's line (digits folded), or is its start cut off where the log ends, or the run began
-    with it printed onto the end of another process's unfinished line (`NCCL INFO Channel 01/0 : (APIServer pid=1)
-    DEBUG ... Waiting for 1 local, 0 remote core engine proc(s) to start.`)."""
-    return shape == run_shape or (
-        len(shape) >= CUT_LINE_CHARS and (run_shape.startswith(shape) or run_shape.endswith(shape))
-    )
-
-
-def _stall(
-    run_start: tuple[int, str] | None, last: tuple[int, str] | None, clocks: tuple[re.Pattern[str], ...]
-) -> tuple[int, str] | None:
-    """Where a log that stops stalled: its last line, or the first of the run of like lines it ends with when
-    that run spans time (a stalled engine repeats `Waiting for 1 core engine proc(s) to start` every few
-    seconds: the wait began at the first). Ranks printing one line in the same second are not a wait."""
-    if run_start is None or last is None or run_start == last:
-        return last
-    began, ended = _seconds(log_time(run_start[1], clocks)), _seconds(log_time(last[1], clocks))
-    return run_start if began is not None and ended is not None and ended - began >= 2 else last
+def _answered(line: str) -> bool:
+    """The line is the access log of a request the server answered (the substring tests spare the regex)."""
+    return ("HTTP/" in line or "request: " in line or "[GIN]" in line) and _SERVED.search(line) is not None
 
 
 def _stopped_by_sigterm(wrappers: list[tuple[int, str]]) -> bool:
@@ -211,12 +205,12 @@ def _conclude(
     phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
-    progress_line: int,
+    lines: tuple[int, int],
     count: int,
     gpu: GpuSeen,
 ) -> Report:
     report = Report("", engine, phases, None, count, finder.wrappers)
-    report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, progress_line)
+    report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, lines)
     report.rule += _on_newer_gpu(report.diagnosis, gpu)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
@@ -239,23 +233,14 @@ def _decide(
     phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
-    progress_line: int,
+    lines: tuple[int, int],
 ) -> tuple[str, Diagnosis | None, str]:
-    """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that
-    showed the engine making progress (a phase or a progress line)."""
+    """The outcome, the diagnosis, and the rule that decided them. `lines`: the last line that showed the engine
+    making progress (a phase or a progress line), and the first that showed it answering a request after ready."""
+    progress_line, served = lines
     where = furthest(phases)
     if where.phase == "ready":
-        after = finder.failed_after(where.line)
-        if after is not None:  # ready, then a fatal error: the server does not serve
-            again = f" (line {after.last_seen}; first on line {after.line_no})" if after.line_no < where.line else ""
-            rule = f"the engine's ready line (line {where.line}), then a named cause after it{again}: failed"
-            return "failed", _from_candidate(after, finder), rule
-        if finder.died_at > where.line:  # a crash while serving: a kernel fault names no cause, yet it ended the server
-            rule = f"the engine's ready line (line {where.line}), then a process died (line {finder.died_at}): failed"
-            crash = finder.best(after=where.line)
-            died = [(n, text) for n, text in finder.wrappers if n == finder.died_at]
-            return "failed", _from_candidate(crash, finder) if crash else _from_wrapper(died or finder.wrappers), rule
-        return "ready", None, "the engine's own ready line"
+        return _after_ready(where.line, finder, served)
     best = finder.best()
     moved_on = _moved_on_past(best, phases, adapter.clocks if adapter else any_clock())
     if best is not None and moved_on is not None:
@@ -282,6 +267,28 @@ def _decide(
     return "not_ready", _hang(where.phase, last, adapter), rule
 
 
+def _after_ready(ready: int, finder: RootCauseFinder, served: int) -> tuple[str, Diagnosis | None, str]:
+    """After the ready line, a named cause or a process that died fails the launch (uvicorn's `address already in
+    use` after `Application startup complete.`), unless the server had answered a request before it: then it
+    started, and the diagnosis says how it failed while serving."""
+    after = finder.failed_after(ready)
+    if after is not None:
+        at = after.last_seen if after.line_no < ready else after.line_no
+        again = f" (line {after.last_seen}; first on line {after.line_no})" if after.line_no < ready else ""
+        rule = f"the engine's ready line (line {ready}), then a named cause after it{again}"
+        diagnosis = _from_candidate(after, finder)
+    elif finder.died_at > ready:  # a kernel fault names no cause, yet it ended the server
+        at, crash = finder.died_at, finder.best(after=ready)
+        died = [(n, text) for n, text in finder.wrappers if n == finder.died_at]
+        rule = f"the engine's ready line (line {ready}), then a process died (line {at})"
+        diagnosis = _from_candidate(crash, finder) if crash else _from_wrapper(died or finder.wrappers)
+    else:
+        return "ready", None, "the engine's own ready line"
+    if served and served < at:
+        return "ready", diagnosis, f"{rule}; it had answered a request (line {served}): started, then failed serving"
+    return "failed", diagnosis, f"{rule}: failed"
+
+
 def _moved_on_past(
     best: Candidate | None, phases: list[PhaseSeen], clocks: tuple[re.Pattern[str], ...]
 ) -> PhaseSeen | None:
@@ -291,7 +298,7 @@ def _moved_on_past(
     or either line has no time."""
     if best is None:
         return None
-    start = _seconds(log_time(best.line, clocks))
+    start = seconds(log_time(best.line, clocks))
     if start is None:
         return None
     process = _process(best.line)
@@ -300,7 +307,7 @@ def _moved_on_past(
             continue
         if process is not None and seen.process is not None and seen.process != process:
             continue
-        at = _seconds(seen.log_time)
+        at = seconds(seen.log_time)
         if at is not None and at - start >= CARRIED_ON_SECONDS:
             return seen if best.last_seen <= seen.line else None
     return None
@@ -309,12 +316,6 @@ def _moved_on_past(
 def _process(line: str) -> str | None:
     m = _PROCESS.search(line[:200])
     return (m[1] or m[2]) if m else None
-
-
-def _seconds(stamp: str | None) -> int | None:
-    """Seconds since midnight of a log time's HH:MM:SS (a launch that crosses midnight is not judged)."""
-    m = _CLOCK.search(stamp or "")
-    return int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3]) if m else None
 
 
 def _from_candidate(c: Candidate, finder: RootCauseFinder) -> Diagnosis:

@@ -27,9 +27,16 @@ import re
 from collections import deque
 
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
-from firstlight.diagnosis.causes import ExceptionChains, cause_behind, first_statement
+from firstlight.diagnosis.causes import ExceptionChains, cause_behind, first_statement, raised_below
 from firstlight.diagnosis.frames import TracebackPlace
-from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
+from firstlight.diagnosis.levels import (
+    CARRIES_ON,
+    ERROR_MESSAGE,
+    IgnoredMessage,
+    echoes_quiet,
+    is_quiet,
+    is_settings_dump,
+)
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
@@ -183,6 +190,9 @@ class RootCauseFinder:
                 self.wrappers.append((line_no, line))
             return None
         score, sig, reasons, quiet, carried = verdict
+        if not quiet and self._recent and echoes_quiet(line, self._recent[-1]):
+            score, quiet = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING), True
+            reasons = (*reasons, "the message of the warning on the line before, logged again without its level")
         before = list(self._recent)
         after: list[str] = []
         statement = self._traceback.failed_assert(line)
@@ -345,7 +355,7 @@ class RootCauseFinder:
             and c.line_no - first.line_no <= DETAIL_SPAN
             and c.signature.weight > first.signature.weight  # more specific, not the same message as an exception
         ]
-        chosen = self._chains.head(min(details, key=_rank) if details else first)
+        chosen = raised_below(self._chains.head(min(details, key=_rank) if details else first), found)
         return self._first_statement(cause_behind(chosen, found) or chosen, found)
 
     def _first_statement(self, chosen: Candidate, found: list[Candidate]) -> Candidate:

@@ -156,7 +156,8 @@ TRIGGER = re.compile(
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
     r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|KV cache memory: -|"
-    r"(?-i:\b[EF]\d{4} \d\d:\d\d)"  # glog's E/F (each engine's own error level is let through apart)
+    # a C library's status constant (NIXL_ERR_BACKEND); glog's E/F (each engine's own error level is let through apart)
+    r"_ERR_|(?-i:\b[EF]\d{4} \d\d:\d\d)"
 )
 
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
