@@ -576,7 +576,7 @@ EXAMPLE_ELSEWHERE = {
     "config_value_error": "compute_capability_too_low",  # its example is a compute-capability check
     "attribute_missing_module": "ct_attribute_missing",  # compressed-tensors' format enum
     "import_error_generic": "version_required",  # its example asks for a version
-    "llama_model_load_error": "arch_not_supported",  # its example names an unknown architecture
+    "llama_model_load_error": "gguf_pretokenizer_unknown",  # its example names a pre-tokenizer the build predates
 }
 
 
@@ -1252,3 +1252,33 @@ def test_a_transport_error_is_told_by_ucx_before_the_status_nixl_returns() -> No
     )
     report = diagnose_text(f"{ucx}\nNIXL_ERR_BACKEND\nTraceback (most recent call last):\n")
     assert report.diagnosis.root_cause_line == ucx and report.diagnosis.category == "nccl_error"
+
+
+def test_an_nserror_with_its_user_info_is_an_error_not_a_settings_dump() -> None:
+    # constructed in the form ggml's Metal backend logs Foundation's NSError
+    line = (
+        'ggml_metal_init: error: Error Domain=NSCocoaErrorDomain Code=260 "The file “ggml-metal.metal” couldn’t be '
+        'opened because there is no such file." UserInfo={NSFilePath=ggml-metal.metal, NSUnderlyingError=0x6000 '
+        '{Error Domain=NSPOSIXErrorDomain Code=2 "No such file or directory"}}'
+    )
+    assert not is_settings_dump(line)
+    report = diagnose_text(f"ggml_metal_init: loading 'ggml-metal.metal'\n{line}\n")
+    assert report.diagnosis.root_cause_line == line and report.diagnosis.category == "import_dependency_error"
+
+
+def test_a_rust_panic_whose_header_names_the_thread_id_is_told_by_its_message() -> None:
+    message = (
+        'Unable to get model arch from config file Os { code: 2, kind: NotFound, message: "No such file or directory" }'
+    )
+    report = diagnose_text(f"thread 'main' (7412) panicked at src/openai/models/mod.rs:722:23:\n{message}\n")
+    assert report.outcome == "failed" and report.diagnosis.root_cause_line == message
+    assert report.diagnosis.category == "missing_model_files"
+
+
+def test_ollamas_runner_death_is_told_by_the_runner_error_it_carries() -> None:
+    line = (
+        "Error: llama runner process has terminated: signal: aborted (core dumped) error loading model: "
+        "check_tensor_dims: tensor 'blk.0.attn_q.weight' has wrong shape; expected  5120,  5120, got  5120,  4096"
+    )
+    report = diagnose_text(f"$ ollama run mistral-nemo\n{line}\n")
+    assert report.diagnosis.root_cause_line == line and report.diagnosis.category == "model_arch_unsupported"

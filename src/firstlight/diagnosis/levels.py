@@ -47,7 +47,7 @@ def echoes_quiet(line: str, previous: str) -> bool:
 # Traceback frames and code lines under an engine's `ERROR` prefix have no such marker of their own.
 ERROR_MESSAGE = re.compile(
     r"(?:^|[\s:\]])(?:[Ee]rror|ERROR|FATAL|[Ff]atal)(?: [\w'-]+){0,3}:\s+\S|\[(?:E|ERROR|FATAL)\]\s*(?:\[\w+\]\s*)*\S"
-    r"|thread '[^']{1,60}' panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s|\bFATAL ERROR\b"
+    r"|thread '[^']{1,60}'(?: \(\d+\))? panicked at|\bCheck failed: \S|\s-\s(?:ERROR|CRITICAL)\s-\s|\bFATAL ERROR\b"
     r"|called `(?:Result|Option)::(?:unwrap|expect)\(\)` on an? `(?:Err|None)` value"
     r"|(?:^|[\s|])[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] \S"
     # Rust's tracing (TGI, mistral.rs, Dynamo, vllm.rs): `2026-01-20T15:24:43.340496Z ERROR vllm_rs::core::engine: msg`
@@ -83,10 +83,13 @@ DUMP_SETTINGS = 6
 def is_settings_dump(line: str) -> bool:
     """A configuration dump or an argument echo (`Initializing a V1 LLM engine ... with config: ...`,
     `server_args=ServerArgs(...)`, `Starting ... with args: ['--trust-remote-code', ...]`): not a cause,
-    unless it is an exception's own message (pydantic puts the rejected settings after the reason)."""
+    unless it is an exception's own message (pydantic puts the rejected settings after the reason) or an NSError's
+    description (`Error Domain=X Code=N "..." UserInfo={K=V, ...}`: macOS and Metal errors with their details)."""
     if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
         return False  # the cheap count spares the regex for most lines
-    return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line) and "error, " not in line
+    if "error, " in line or "Error Domain=" in line:
+        return False
+    return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line)
 
 
 class IgnoredMessage:

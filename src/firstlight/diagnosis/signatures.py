@@ -187,9 +187,12 @@ PROCESS_DIED = re.compile(
     r"^\s*Aborted\s*$|runner (process has )?terminated|\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime
 )
 # A wrapper that quotes the error its worker failed with (vLLM's `RuntimeError: Worker failed with error 'Could not
-# find nvcc ...', please check the stack trace above for the root cause`): a signature that names the quote makes it
-# a candidate.
-QUOTED_ERROR = re.compile(r"failed with error '")
+# find nvcc ...', please check the stack trace above for the root cause`; Ollama's `llama runner process has
+# terminated: signal: aborted (core dumped) error loading model: ...`, the runner's last error after its status,
+# llm/server.go): a signature that names the quote makes it a candidate.
+QUOTED_ERROR = re.compile(
+    r"failed with error '|runner process has terminated: (?:exit status \S+|signal: \w+(?: \(core dumped\))?) \S"
+)
 # A process's death that names how it died this specifically is that cause (`llama-server exited with code
 # 3221225501`: the code is an illegal instruction); a broad one (`exited with code 137`) only says that it died.
 WRAPPER_NAMED = 0.85
@@ -204,8 +207,9 @@ def names_its_cause(line: str, sig: Signature | None) -> bool:
     return died or QUOTED_ERROR.search(line) is not None
 
 
-# Rust's panic header: since 1.73 its message is on the line after it
-PANIC_HEADER = r"thread '[^']{1,60}' panicked at \S+:\d+:\d+:\s*$"
+# Rust's panic header: since 1.73 its message is on the line after it; newer releases name the thread's id too
+# (`thread 'main' (7412) panicked at src/main.rs:722:23:`)
+PANIC_HEADER = r"thread '[^']{1,60}'(?: \(\d+\))? panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
     r"\(Exit code: -?[1-9]\d*\)|"

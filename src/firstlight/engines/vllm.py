@@ -200,6 +200,9 @@ VLLM = EngineAdapter(
         r"Error executing method",
         r"RuntimeError: Worker failed",
         r"Worker proc \S+ died unexpectedly",  # the worker's own lines say why; exit code -9 is often the OOM killer
+        # torch._dynamo wraps what the compile backend raised: `BackendCompilerFailed: backend='...' raised:`, and
+        # the exception it raised is on the next line (torch/_dynamo/exc.py; vLLM's VllmBackend, also inductor)
+        r"BackendCompilerFailed: backend=.* raised:\s*$",
     ),
     fingerprints=compile_all(
         r"\((APIServer|EngineCore(_DP\d+)?|VllmWorker[-\w]*|Worker[_\w]*|RayWorkerWrapper) pid=\d+\)",
