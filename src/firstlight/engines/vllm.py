@@ -27,7 +27,7 @@ from firstlight.engines.base import (
     extra_args,
     parallel_flags,
 )
-from firstlight.logs import phase_rules, progress_rules
+from firstlight.logs import aside_rules, phase_rules, progress_rules
 
 if TYPE_CHECKING:
     from firstlight.deployment import Deployment, Speculative
@@ -114,41 +114,47 @@ ENGINE_FAILED = (r"EngineCore failed to start", r"Engine core initialization fai
 VLLM = EngineAdapter(
     name="vllm",
     build_argv=build_argv,
-    phases=phase_rules(
-        (
-            "distributed_init",
-            r"world_size=\d+ rank=\d+ local_rank=|vLLM is using nccl==|Found nccl from library|"
-            r"rank \d+ in world size \d+ is assigned as|"
-            r"Connecting to existing Ray cluster|Started a local Ray instance",
+    phases=(
+        *phase_rules(
+            (
+                "distributed_init",
+                r"world_size=\d+ rank=\d+ local_rank=|vLLM is using nccl==|Found nccl from library|"
+                r"rank \d+ in world size \d+ is assigned as|"
+                r"Connecting to existing Ray cluster|Started a local Ray instance",
+            ),
+            (
+                "weights_loading",
+                r"Starting to load model |Loading (safetensors|pt) checkpoint shards|Using model weights format \[|"
+                r"Loading weights with BitsAndBytes quantization",
+            ),
+            (
+                "weights_loaded",
+                r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?Gi?B|Loading model weights took|"
+                r"Loading (safetensors |pt )?checkpoint shards:\s+100%",
+            ),
+            (
+                # V1 compiles the model between loading it and profiling memory for the KV cache
+                "torch_compile",
+                r"for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|"
+                r"Directly load the compiled graph|torch\.compile takes? [\d.]+ ?s in total",
+            ),
+            (
+                # V0 names the platform's blocks (# cuda, # rocm, # GPU blocks; the CPU and OpenVINO backends:
+                # # CPU blocks)
+                "kv_cache_allocated",
+                r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|"
+                r"# (GPU|CPU|cuda|rocm|xpu|hpu|tpu|neuron|npu) blocks: \d+",
+            ),
+            ("cuda_graph_capture", r"Capturing CUDA graph|Capturing cudagraphs|Capturing the model for CUDA graphs"),
+            ("cuda_graph_done", r"Graph capturing finished in"),
+            (
+                "http_listening",
+                r"Starting vLLM (API )?server (\d+ )?on |Uvicorn running on |Started server process",
+            ),
         ),
-        (
-            "weights_loading",
-            r"Starting to load model |Loading (safetensors|pt) checkpoint shards|Using model weights format \[|"
-            r"Loading weights with BitsAndBytes quantization",
-        ),
-        (
-            "weights_loaded",
-            r"Loading weights took [\d.]+ ?s|Model loading took [\d.]+ ?Gi?B|Loading model weights took|"
-            r"Loading (safetensors |pt )?checkpoint shards:\s+100%",
-        ),
-        (
-            # V1 compiles the model between loading it and profiling memory for the KV cache
-            "torch_compile",
-            r"for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|"
-            r"Directly load the compiled graph|torch\.compile takes? [\d.]+ ?s in total",
-        ),
-        (
-            # V0 names the platform's blocks (# cuda, # rocm, # GPU blocks; the CPU and OpenVINO backends: # CPU blocks)
-            "kv_cache_allocated",
-            r"(GPU|CPU|XPU|TPU) KV cache size: [\d,]+ tokens|Available KV cache memory:|# (GPU|CPU|cuda|rocm|xpu|hpu|"
-            r"tpu|neuron|npu) blocks: \d+",
-        ),
-        ("cuda_graph_capture", r"Capturing CUDA graph|Capturing cudagraphs|Capturing the model for CUDA graphs"),
-        ("cuda_graph_done", r"Graph capturing finished in"),
-        (
-            "http_listening",
-            r"Starting vLLM (API )?server (\d+ )?on |Uvicorn running on |Started server process",
-        ),
+        # the engine core's last start-up step (profiling, the KV cache, warming the model and its graphs up) ends
+        # before the API server starts listening: recorded where it is, without moving the machine past listening
+        *aside_rules(("warmup_done", r"init engine \(profile, create kv cache, warmup model\) took ")),
     ),
     progress=progress_rules(
         (
@@ -161,12 +167,6 @@ VLLM = EngineAdapter(
             "cuda_graph_capture",
             r"Capturing CUDA graph[^:]*:\s+\d+%.*?\|\s*(?P<done>\d+)/(?P<total>\d+)",
             "graphs",
-        ),
-        (
-            "kv_cache_allocated",
-            r"init engine \(profile, create kv cache, warmup model\) took "
-            r"(?P<detail>[\d.]+ ?s)",
-            "engine initialised",
         ),
     ),
     # uvicorn's line, or the engine's periodic stats, which it logs only once it serves (a server that embeds
