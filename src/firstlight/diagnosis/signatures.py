@@ -155,7 +155,7 @@ TRIGGER = re.compile(
     r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
     r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
     r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
-    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|KV cache memory: -|"
+    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|KV cache memory: -| blocks: 0\b|"
     # a C library's status constant (NIXL_ERR_BACKEND); glog's E/F (each engine's own error level is let through apart)
     r"_ERR_|(?-i:\b[EF]\d{4} \d\d:\d\d)"
 )
@@ -176,9 +176,11 @@ EXCEPTION_LINE = re.compile(
 # A process stopped by SIGTERM: someone ended the wait (the reader tells a hang ended so from a crash).
 # vLLM's API server turns SIGTERM into `KeyboardInterrupt("terminated")` (entrypoints/openai/api_server.py).
 SIGTERM_EXIT = r"(SystemExit: (15|143)|KeyboardInterrupt: terminated)\s*$"
+# After a logger's prefix: vLLM's, `[time TP0]`, or a pipe-separated one (FastChat's `2024-04-27 10:13:05 | ERROR |
+# stderr | `).
 TRACEBACK_HEADER = (
-    r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?\s{0,10}"
-    r"Traceback \(most recent call last\)"
+    r"^\W{0,20}(\(\w+ pid=\d+\)\s{0,4})?(ERROR|WARNING|INFO)?[\d: -]{0,40}(\[[^\]]{0,80}\])?(\| \w+ \| [\w.-]+ \| )?"
+    r"\s{0,10}Traceback \(most recent call last\)"
 )
 # A line that says a process died (not that it was stopped: SIGTERM is someone ending it). After the engine's ready
 # line it means the server no longer serves, whatever the cause above it was.
