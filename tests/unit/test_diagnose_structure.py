@@ -13,6 +13,7 @@ from firstlight.diagnosis.levels import is_quiet, is_settings_dump
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, heaviest, load_signatures
 from firstlight.logs import iter_lines
+from tests.conftest import DATA
 
 
 def diagnose_text(text: str):
@@ -1192,7 +1193,8 @@ def test_a_refused_bind_is_the_port_in_whatever_language_the_system_says_why(ref
 
 # constructed in the engines' forms: uvicorn's access log after vLLM's ready line, and a failure after it
 READY = "(APIServer pid=1) INFO:     Application startup complete."
-SERVED = '(APIServer pid=1) INFO:     127.0.0.1:44542 - "GET /v1/models HTTP/1.1" 200 OK'
+SERVED = '(APIServer pid=1) INFO:     127.0.0.1:44542 - "POST /v1/completions HTTP/1.1" 200 OK'
+HEALTH = '(APIServer pid=1) INFO:     127.0.0.1:44542 - "GET /health HTTP/1.1" 200 OK'
 OOM = "(EngineCore pid=2) ERROR 06-13 20:09:13 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
@@ -1201,10 +1203,15 @@ def test_a_failure_after_ready_before_any_request_is_a_failed_start() -> None:
     assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom"
 
 
-def test_a_server_that_answered_a_request_and_then_failed_started() -> None:
+def test_a_server_that_answered_a_generation_and_then_failed_started() -> None:
     report = diagnose_text(f"{READY}\n{SERVED}\n{OOM}\n")
     assert report.outcome == "ready" and report.diagnosis.category == "cuda_oom"
-    assert "answered a request (line 2)" in report.rule
+    assert "answered a generation (line 2)" in report.rule
+
+
+def test_a_health_check_answered_before_the_failure_is_no_generation() -> None:
+    report = diagnose_text(f"{READY}\n{HEALTH}\n{OOM}\n")
+    assert report.outcome == "failed" and report.diagnosis.category == "cuda_oom"
 
 
 def test_a_message_logged_with_its_traceback_is_told_at_the_exception_line_that_gives_its_type() -> None:
@@ -1282,3 +1289,51 @@ def test_ollamas_runner_death_is_told_by_the_runner_error_it_carries() -> None:
     )
     report = diagnose_text(f"$ ollama run mistral-nemo\n{line}\n")
     assert report.diagnosis.root_cause_line == line and report.diagnosis.category == "model_arch_unsupported"
+
+
+def test_llama_server_answered_a_generation_after_its_listening_line_and_then_failed() -> None:
+    # the recorded start-up up to its listening line (recorded after its ready line), then constructed lines
+    head = (DATA / "startup" / "llama-server-ready.log").read_text().splitlines()[:8]
+    log = [
+        *head,
+        "0.00.050.000 I srv  log_server_r: request: POST /completion 127.0.0.1 200",
+        "0.00.600.000 E ggml_cuda_compute_forward: CUDA error 2 at ggml-cuda.cu:9132: out of memory",
+        "Aborted (core dumped)",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.outcome == "ready" and report.diagnosis.category == "cuda_oom"
+
+
+def test_an_error_that_names_its_level_is_no_copy_of_the_warning_above_it() -> None:
+    log = [
+        "WARNING 06-01 10:00:01 [utils.py:1] Attempt 1 of 3 failed: Connection to 10.0.0.5:29500 timed out after 30 s",
+        "ERROR 06-01 10:01:31 [utils.py:1] Connection to 10.0.0.5:29500 timed out after 30 s",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.outcome == "failed" and report.diagnosis.root_cause_line == log[1]
+
+
+def test_a_stall_on_the_bar_that_opens_its_phase_is_placed_on_that_bar() -> None:
+    log = [
+        "INFO 08-16 02:14:35 [gpu_worker.py:255] Available KV cache memory: 35.74 GiB",
+        "INFO 08-16 02:14:35 [kv_cache_utils.py:833] Maximum concurrency for 32,768 tokens per request: 42.92x",
+        "Capturing CUDA graph shapes:   0%|          | 0/67 [00:00<?, ?it/s]",
+    ]
+    report = diagnose_text("\n".join(log) + "\n")
+    assert report.outcome == "not_ready" and report.diagnosis.root_cause_line == log[2]
+
+
+def test_a_connection_windows_refused_is_no_port_in_use() -> None:
+    line = (
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+        "exceeded with url: /api/models/x (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object>: "
+        "Failed to establish a new connection: [WinError 10013] An attempt was made to access a socket in a way "
+        "forbidden by its access permissions'))"
+    )
+    assert diagnose_text(line + "\n").diagnosis.category != "port_in_use"
+
+
+def test_a_case_kept_group_leaves_a_signature_foldable() -> None:
+    # the environment-variable branch keeps its capitals; the rest of the signature still matches in any case
+    sig = heaviest(load_signatures(), "ERROR: Invalid config. Use --max-model-len 4096")
+    assert sig is not None and sig.id == "exception_names_a_flag_to_change"

@@ -93,6 +93,8 @@ class LaunchView:
         detail = progress_text(ev.data.get("progress")) or ev.data.get("reason") or ev.data.get("detail") or ""
         if ev.kind == "phase" and not detail:
             detail = _message(str(ev.data.get("line", "")))[:160]
+        if ev.kind == "phase" and ev.data.get("aside"):
+            detail = f"(out of the usual order) {detail}"
         self.out.print(
             f"[{ev.ts - t0:7.2f}s] {ev.kind:<9} {ev.phase or '':<19} {detail}".rstrip(),
             highlight=False,

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from firstlight.diagnosis.candidate import Candidate
+from firstlight.diagnosis.levels import is_quiet
 from firstlight.diagnosis.signatures import EXCEPTION_LINE
 from firstlight.engines import strip_line_prefix
 
@@ -120,8 +121,10 @@ class ExceptionChains:
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
-_TRACEBACK = "Traceback (most recent call last)"
-_EXCEPTION_TYPE = re.compile(r"[\w.]*(?:Error|Exception)\w*: ")
+_TRACEBACK_TEXT = "Traceback (most recent call last)"
+_EXCEPTION_TYPE = re.compile(r"[\w.]{0,80}(?:Error|Exception)\w{0,40}: ")
+# A level word before a message: the line says its own level, so it is not a copy of a warning
+_LEVEL_WORD = re.compile(r"(?i)\b(?:error|err|critical|fatal)\b|\s[EF]\s")
 _BOUNDARY = re.compile(r": |\] ")  # where a logger's prefix, a level or an exception type ends and a message begins
 
 
@@ -134,7 +137,8 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
     text = chosen.line.rstrip()
     for c in sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no):
         if any(
-            _wraps(text, message) and not _logged_with_its_traceback(c, text, message) for message in _messages(c.line)
+            _wraps(text, message) and not (_logged_with_traceback(c) and _typed(text, message))
+            for message in _messages(c.line)
         ):
             why = f"line {chosen.line_no} repeats its message (takes its score {chosen.score:.2f})"
             return replace(
@@ -150,24 +154,38 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
 
 
 def raised_below(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate:
-    """For a logger's `exception(e)` line (its traceback follows at once), the exception line that traceback ends
-    with: the same message, said with its type (`SafetensorError: <message>`); `chosen` otherwise."""
-    if not any(_TRACEBACK in line for line in chosen.after[:1]):
+    """For a logger's `exception(e)` line, the exception line its traceback ends with: the same message, said with
+    its type (`SafetensorError: <message>`); `chosen` otherwise."""
+    if not _logged_with_traceback(chosen):
         return chosen
     message = strip_line_prefix(chosen.line).strip()
     for c in sorted((c for c in candidates if c.line_no > chosen.line_no), key=lambda c: c.line_no):
         text = c.line.rstrip()
-        if text.endswith(message) and _logged_with_its_traceback(chosen, text, message):
+        if text.endswith(message) and _typed(text, message):
             return c
     return chosen
 
 
-def _logged_with_its_traceback(earlier: Candidate, text: str, message: str) -> bool:
-    """Whether `earlier` is a logger's `exception(e)`: the message, then at once the traceback that ends by raising
-    it, `text` being that exception line (`SafetensorError: <message>`). That is one statement, not an error wrapped
-    on its way up; the exception line says it with its type."""
+def _logged_with_traceback(c: Candidate) -> bool:
+    """A logger's `exception(e)`: the message, then at once the traceback that ends by raising it. The message and
+    that exception line are one statement, not an error wrapped on its way up."""
+    return any(_TRACEBACK_TEXT in line for line in c.after[:1])
+
+
+def _typed(text: str, message: str) -> bool:
+    """`text` is `message` with only an exception's type before it (after the logger's prefix)."""
     before = strip_line_prefix(text[: len(text) - len(message)])
-    return bool(_EXCEPTION_TYPE.fullmatch(before)) and any(_TRACEBACK in line for line in earlier.after[:1])
+    return len(before) <= 120 and _EXCEPTION_TYPE.fullmatch(before) is not None
+
+
+def echoes_warning(line: str, previous: str) -> bool:
+    """The line says again what the line before it logged at INFO/WARNING, without a level of its own: a second
+    handler of one logger (SGLang's root logger after CUTLASS DSL's own `- WARNING -` line) prints the message
+    bare. A line that names its own error level is an error, whatever was said before it."""
+    message = strip_line_prefix(line).strip()
+    if len(message) < STATED_CHARS or not _wraps(previous.rstrip(), message) or not is_quiet(previous):
+        return False
+    return _LEVEL_WORD.search(line.rstrip()[: -len(message)]) is None
 
 
 def _messages(line: str) -> Iterable[str]:

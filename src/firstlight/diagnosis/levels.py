@@ -26,16 +26,6 @@ def is_quiet(line: str) -> bool:
     return QUIET_LEVEL.search(line) is not None and RELAYED_ERROR.search(line) is None
 
 
-ECHO_CHARS = 24  # a message this long that ends the line before is the same message
-
-
-def echoes_quiet(line: str, previous: str) -> bool:
-    """The line says again what the line before it logged at INFO/WARNING: a second handler of one logger (SGLang's
-    root logger after CUTLASS DSL's own `- WARNING -` line) prints the message without the level."""
-    message = strip_line_prefix(line).strip()
-    return len(message) >= ECHO_CHARS and previous.rstrip().endswith(message) and is_quiet(previous)
-
-
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
 # `[TensorRT-LLM][ERROR] ...`, `[TRT] [E] ...`, `FATAL: ...`, a Rust panic (TGI's router and launcher), a failed
 # glog-style CHECK (`Check failed: (x) is false: ...`: TVM under MLC-LLM, LMDeploy's TurboMind, TensorRT), a glog

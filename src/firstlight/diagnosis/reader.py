@@ -154,36 +154,38 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
     for line_no, text in chain(head, it):
         count += 1
         shape = fold_digits(text)
-        if not left_behind(text):
-            last_line = (line_no, text)
         ev = machine.feed(text, line_no, shape)
         if ev is not None:
             progress_line = line_no
             if ev.entered:
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside, _process(text)))
-                served = 0 if ev.phase == "ready" else served
-        elif not served and phases[-1].phase == "ready" and _answered(text):
+        elif not served and machine.current == "ready" and _generated(text):
             served = line_no
-        if ev is not None or (last_line == (line_no, text) and not same_run(shape, run_shape)):
+        kept = (ev is not None and ev.entered) or not left_behind(text)  # a phase's own line is where it got to
+        if kept:
+            last_line = (line_no, text)
+        if ev is not None or (kept and not same_run(shape, run_shape)):
             run_start, run_shape = (line_no, text), shape
         finder.feed(line_no, text, shape)
         gpu.read(line_no, text)
     stopped = stall(run_start, last_line, adapter.clocks if adapter else any_clock())
     finder.finish()
-    return _conclude(engine, adapter, phases, finder, stopped, (progress_line, served), count, gpu)
+    return _conclude(engine, adapter, phases, finder, stopped, progress_line, served, count, gpu)
 
 
-# A request the server answered, as its access log shows it (any status: the server was up to answer): uvicorn's
-# `"GET /health HTTP/1.1" 200` (vLLM, SGLang), llama-server's `request: POST /completion 127.0.0.1 200`, Ollama's
-# (gin's) `[GIN] ... | 200 | ... | POST "/api/chat"`.
-_SERVED = re.compile(
-    r'"[A-Z]{3,7} /\S* HTTP/[\d.]+" \d{3}\b|\brequest: [A-Z]{3,7} /\S* \S+ \d{3}\b|\[GIN\] .*\| \d{3} \|'
+# A generation the server answered, as its access log shows it (a health check or a model list is not one; nor is an
+# error status): uvicorn's `"POST /v1/chat/completions HTTP/1.1" 200` (vLLM, SGLang), llama-server's
+# `request: POST /completion 127.0.0.1 200`, Ollama's (gin's) `[GIN] ... | 200 | ... | POST "/api/chat"`.
+_GENERATION = r"/(?:v1/)?(?:chat/completions|completions?|generate|embeddings?|infill|api/(?:chat|generate|embed\w*))\b"
+_GENERATED = re.compile(
+    rf'"POST {_GENERATION}\S* HTTP/[\d.]+" 2\d\d\b|\brequest: POST {_GENERATION}\S* \S+ 2\d\d\b'
+    rf'|\[GIN\] [^|]*\| 2\d\d \|.*\bPOST\s+"{_GENERATION}'
 )
 
 
-def _answered(line: str) -> bool:
-    """The line is the access log of a request the server answered (the substring tests spare the regex)."""
-    return ("HTTP/" in line or "request: " in line or "[GIN]" in line) and _SERVED.search(line) is not None
+def _generated(line: str) -> bool:
+    """The line is the access log of a generation the server answered (the substring test spares the regex)."""
+    return "POST" in line and _GENERATED.search(line) is not None
 
 
 def _stopped_by_sigterm(wrappers: list[tuple[int, str]]) -> bool:
@@ -205,12 +207,13 @@ def _conclude(
     phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
-    lines: tuple[int, int],
+    progress_line: int,
+    served: int,
     count: int,
     gpu: GpuSeen,
 ) -> Report:
     report = Report("", engine, phases, None, count, finder.wrappers)
-    report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, lines)
+    report.outcome, report.diagnosis, report.rule = _decide(adapter, phases, finder, last, progress_line, served)
     report.rule += _on_newer_gpu(report.diagnosis, gpu)
     report.candidates = [c.explained() for c in finder.ranked()]
     return report
@@ -233,11 +236,11 @@ def _decide(
     phases: list[PhaseSeen],
     finder: RootCauseFinder,
     last: tuple[int, str] | None,
-    lines: tuple[int, int],
+    progress_line: int,
+    served: int,
 ) -> tuple[str, Diagnosis | None, str]:
-    """The outcome, the diagnosis, and the rule that decided them. `lines`: the last line that showed the engine
-    making progress (a phase or a progress line), and the first that showed it answering a request after ready."""
-    progress_line, served = lines
+    """The outcome, the diagnosis, and the rule that decided them. `progress_line` is the last line that showed the
+    engine making progress (a phase or a progress line), `served` the first generation it answered after ready."""
     where = furthest(phases)
     if where.phase == "ready":
         return _after_ready(where.line, finder, served)
@@ -269,23 +272,25 @@ def _decide(
 
 def _after_ready(ready: int, finder: RootCauseFinder, served: int) -> tuple[str, Diagnosis | None, str]:
     """After the ready line, a named cause or a process that died fails the launch (uvicorn's `address already in
-    use` after `Application startup complete.`), unless the server had answered a request before it: then it
-    started, and the diagnosis says how it failed while serving."""
+    use` after `Application startup complete.`), unless the server had answered a generation before the failure:
+    then it started, and the diagnosis says how it failed while serving."""
     after = finder.failed_after(ready)
     if after is not None:
-        at = after.last_seen if after.line_no < ready else after.line_no
-        again = f" (line {after.last_seen}; first on line {after.line_no})" if after.line_no < ready else ""
+        # a cause first stated before the ready line, and said again after it, failed where it was said again
+        at = after.line_no if after.line_no > ready else after.last_seen
+        again = "" if at == after.line_no else f" (line {at}; first on line {after.line_no})"
         rule = f"the engine's ready line (line {ready}), then a named cause after it{again}"
         diagnosis = _from_candidate(after, finder)
     elif finder.died_at > ready:  # a kernel fault names no cause, yet it ended the server
-        at, crash = finder.died_at, finder.best(after=ready)
+        crash = finder.best(after=ready)
+        at = crash.line_no if crash is not None and crash.line_no > ready else finder.died_at
         died = [(n, text) for n, text in finder.wrappers if n == finder.died_at]
-        rule = f"the engine's ready line (line {ready}), then a process died (line {at})"
+        rule = f"the engine's ready line (line {ready}), then a process died (line {finder.died_at})"
         diagnosis = _from_candidate(crash, finder) if crash else _from_wrapper(died or finder.wrappers)
     else:
         return "ready", None, "the engine's own ready line"
     if served and served < at:
-        return "ready", diagnosis, f"{rule}; it had answered a request (line {served}): started, then failed serving"
+        return "ready", diagnosis, f"{rule}; it had answered a generation (line {served}): started, then failed serving"
     return "failed", diagnosis, f"{rule}: failed"
 
 

@@ -27,13 +27,12 @@ import re
 from collections import deque
 
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
-from firstlight.diagnosis.causes import ExceptionChains, cause_behind, first_statement, raised_below
+from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_warning, first_statement, raised_below
 from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import (
     CARRIES_ON,
     ERROR_MESSAGE,
     IgnoredMessage,
-    echoes_quiet,
     is_quiet,
     is_settings_dump,
 )
@@ -190,7 +189,7 @@ class RootCauseFinder:
                 self.wrappers.append((line_no, line))
             return None
         score, sig, reasons, quiet, carried = verdict
-        if not quiet and self._recent and echoes_quiet(line, self._recent[-1]):
+        if not quiet and self._recent and echoes_warning(line, self._recent[-1]):
             score, quiet = min(score * QUIET_LEVEL_FACTOR, QUIET_CEILING), True
             reasons = (*reasons, "the message of the warning on the line before, logged again without its level")
         before = list(self._recent)

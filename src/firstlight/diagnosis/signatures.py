@@ -100,13 +100,15 @@ def signatures_by_id() -> dict[str, Signature]:
     return {sig.id: sig for sig in load_signatures()}
 
 
-# a character class of capitals alone (`[A-Z]\w+Error`, `cu[A-Z]\w+`): the pattern itself tells by case
+# a character class of capitals alone (`[A-Z]\w+Error`, `cu[A-Z]\w+`): the pattern itself tells by case; one inside
+# a group that keeps its case whatever the flags (`(?-i:[A-Z]\w+_\w+=)`, an environment variable) does not
 _CASE_CLASS = re.compile(r"\[(?![^\]]*a-z)[^\]]*A-Z[^\]]*\]")
+_CASE_KEPT = re.compile(r"\(\?-i:[^()]*\)")
 
 
 def _tests_case(pattern: str) -> bool:
     """Whether a pattern's case is part of what it matches, so that it must not be folded."""
-    return _CASE_CLASS.search(pattern) is not None
+    return _CASE_CLASS.search(_CASE_KEPT.sub("", pattern)) is not None
 
 
 def heaviest(signatures: tuple[Signature, ...], line: str) -> Signature | None:
