@@ -11,7 +11,14 @@ import pytest
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_quiet, is_settings_dump
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRIGGER, Signature, heaviest, load_signatures
+from firstlight.diagnosis.signatures import (
+    EXCEPTION_LINE,
+    TRIGGER,
+    Signature,
+    engine_arguments,
+    heaviest,
+    load_signatures,
+)
 from firstlight.logs import iter_lines
 from tests.conftest import DATA
 
@@ -1337,3 +1344,25 @@ def test_a_case_kept_group_leaves_a_signature_foldable() -> None:
     # the environment-variable branch keeps its capitals; the rest of the signature still matches in any case
     sig = heaviest(load_signatures(), "ERROR: Invalid config. Use --max-model-len 4096")
     assert sig is not None and sig.id == "exception_names_a_flag_to_change"
+
+
+def test_an_exception_naming_an_engine_argument_without_its_traceback_is_about_the_settings() -> None:
+    # constructed: SGLang's draft worker asserts on its own arguments; the log shows only the exception line
+    line = (
+        "AssertionError: multi-layer EAGLE requires speculative_num_draft_tokens == speculative_num_steps + 1, "
+        "got 8 and 5"
+    )
+    report = diagnose_text(f"[2026-01-01 10:00:00] Init torch distributed begin.\n{line}\n")
+    assert report.diagnosis.root_cause_line == line and report.diagnosis.category == "invalid_config"
+    assert report.diagnosis.signature == "names_an_engine_argument"
+
+
+def test_an_error_of_another_kind_that_names_an_argument_is_not_placed_by_it() -> None:
+    line = "KeyError: 'max_model_len'"
+    assert diagnose_text(f"{line}\n").diagnosis.category != "invalid_config"
+
+
+def test_the_engine_argument_names_are_read_from_both_engines() -> None:
+    names = engine_arguments()
+    assert {"max_model_len", "gpu_memory_utilization", "mem_fraction_static", "speculative_num_steps"} <= names
+    assert not any("_" not in n for n in names)  # a one-word name is a common word too

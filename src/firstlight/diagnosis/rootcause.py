@@ -15,10 +15,9 @@ Ranking, highest first:
 4. an error the engine says it ignores, or carries on past, ranks below every error it did not.
 A configuration dump or an echo of the command line is never a candidate: it names every setting, so it
 matches signatures about settings without saying anything failed.
-A generic exception that no signature names is placed by where it was raised: from an engine's argument or
-config validation (the last traceback frame before it), it is about the settings.
-Identical lines from many ranks (after their rank, pid and time prefixes are removed) are one cause.
-"""
+A generic exception that no signature names is placed by where it was raised (from an engine's config validation,
+by its last traceback frame, it is about the settings), else by an engine argument its message names. Identical
+lines from many ranks (after their rank, pid and time prefixes are removed) are one cause."""
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ from firstlight.diagnosis.levels import (
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
+    NAMES_AN_ARGUMENT,
     PANIC_HEADER,
     PROCESS_DIED,
     QUANTIZATION_SOURCES,
@@ -48,6 +48,7 @@ from firstlight.diagnosis.signatures import (
     RAISED_IN_REGISTRY,
     TRIGGER,
     Signature,
+    argument_named,
     config_sources,
     error_level_lines,
     heaviest,
@@ -215,14 +216,11 @@ class RootCauseFinder:
             seen.last_seen = line_no
             self._chains.seen(line_no, line, seen)
             return None
-        raised_in = self._raised_in(line, statement is not None) if sig is None else None
-        if raised_in is not None:
-            sig = raised_in
+        placed = self._placed(line, statement is not None) if sig is None else None
+        if placed is not None:
+            sig, why = placed
             score = max(score, sig.weight + EXCEPTION_BONUS)
-            reasons = (
-                *reasons,
-                f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({self._traceback.frame})",
-            )
+            reasons = (*reasons, why)
         groups: dict[str, str | None] = {}
         category = "unknown"
         if sig is not None:
@@ -251,14 +249,18 @@ class RootCauseFinder:
             del self.candidates[worst]
         return cand
 
-    def _raised_in(self, line: str, exception: bool = False) -> Signature | None:
+    def _placed(self, line: str, statement: bool = False) -> tuple[Signature, str] | None:
         """For a generic exception, what the place it was raised says (its last traceback frame): a model
         registry's lookup, an engine's argument and config validation, an attention backend, a quantization
-        layer (the first of these that matches)."""
+        layer (the first of these that matches); else the engine argument its message names; and why."""
         where = self._traceback.frame
-        if where is None or not (exception or EXCEPTION_LINE.search(line)):
+        if not (statement or EXCEPTION_LINE.search(line)):
             return None
-        return next((sig for places, sig in self.raised_in if places.search(where)), None)
+        sig = next((sig for places, sig in self.raised_in if places.search(where)), None) if where else None
+        if sig is not None:
+            return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({where})"
+        named = argument_named(line, statement)
+        return (NAMES_AN_ARGUMENT, f"names the engine argument {named}") if named else None
 
     def _classify(self, shape: str, line: str, told: bool = False) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same

@@ -304,6 +304,48 @@ RAISED_IN_QUANTIZATION = Signature(
 )
 
 
+# A generic exception whose message names one of the engine's own arguments (`AssertionError: multi-layer EAGLE requires
+# speculative_num_draft_tokens == speculative_num_steps + 1`, `ValueError: --device-ids must not contain duplicates`)
+# is about the settings, where no traceback frame says where it was raised. Broad: weighted under BROAD_WEIGHT. Of the
+# 827 messages raised (ValueError, AssertionError, NotImplementedError, RuntimeError, TypeError) in vLLM 0.32's config
+# classes and arg_utils and SGLang 0.5.23's server_args and arg_groups, 451 named no cause by their words alone, as a
+# log shows them without their traceback; this places 239 of them.
+NAMES_AN_ARGUMENT = Signature(
+    "names_an_engine_argument",
+    "invalid_config",
+    0.6,
+    EXCEPTION_LINE,
+    "The engine rejected a setting, and the message names the argument: change that flag (or the value it was given), "
+    "as the rest of the line says.",
+)
+# the exceptions argument checks raise; an error of another kind that names an argument is about something else
+_SETTING_EXCEPTIONS = frozenset(
+    ("ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError", "ValidationError", "Exception")
+)
+_ARGUMENT_WORD = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)+)|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b")
+
+
+@cache
+def engine_arguments() -> frozenset[str]:
+    """The engines' argument names of two words or more (arguments.yaml, read from their sources)."""
+    text = resources.files("firstlight.diagnosis").joinpath("arguments.yaml").read_text()
+    return frozenset(name for engine in yaml.safe_load(text).values() for name in engine["names"])
+
+
+def argument_named(line: str, statement: bool = False) -> str | None:
+    """The first engine argument a generic exception's message names (its `--flag` or its field name), if any; an
+    `assert` statement a bare AssertionError failed on counts as its message."""
+    raised = EXCEPTION_LINE.search(line) if not statement else None
+    if not statement and (raised is None or raised.group("exc").rsplit(".", 1)[-1] not in _SETTING_EXCEPTIONS):
+        return None
+    names = engine_arguments()
+    for m in _ARGUMENT_WORD.finditer(line if statement else raised.group("msg") or ""):
+        word = m.group(2) or m.group(1).replace("-", "_")
+        if word in names:
+            return word
+    return None
+
+
 @cache
 def registry_sources() -> re.Pattern[str] | None:
     """Every engine's model-registry source files, in one pattern."""
