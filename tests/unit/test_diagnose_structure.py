@@ -27,6 +27,11 @@ def diagnose_text(text: str):
     return diagnose_lines(iter_lines(io.BytesIO(text.encode())))
 
 
+def diagnose_log(lines: list[str]):
+    """A log given as its lines, each ended as a file ends it."""
+    return diagnose_text("".join(f"{line}\n" for line in lines))
+
+
 VLLM_CONFIG_DUMP = (
     "INFO 06-03 15:26:30 [core.py:61] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Qwen2.5-7B', "
     "speculative_config=None, tokenizer='/m/Qwen2.5-7B', skip_tokenizer_init=False, tokenizer_mode=auto, "
@@ -1230,7 +1235,7 @@ def test_a_message_logged_with_its_traceback_is_told_at_the_exception_line_that_
         f'{prefix}  File "/usr/lib/python3/safetensors/torch.py", line 313, in load_file',
         f"{prefix}safetensors_rust.SafetensorError: Error while deserializing header: InvalidHeaderDeserialization",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.diagnosis.root_cause_line == log[3] and report.diagnosis.category == "missing_model_files"
 
 
@@ -1242,7 +1247,7 @@ def test_a_warning_logged_again_without_its_level_is_still_a_warning() -> None:
         "cutlass.cute.experimental",
         "[2026-06-07 18:51:07] Unexpected error during package walk: cutlass.cute.experimental",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
 
 
@@ -1255,7 +1260,7 @@ def test_a_stall_is_placed_before_a_bar_that_never_moved_and_a_warning_printed_a
         "be 1 leaked semaphore objects to clean up at shutdown",
         "  warnings.warn('resource_tracker: There appear to be %d '",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.outcome == "not_ready" and report.diagnosis.root_cause_line == log[1]
 
 
@@ -1307,7 +1312,7 @@ def test_llama_server_answered_a_generation_after_its_listening_line_and_then_fa
         "0.00.600.000 E ggml_cuda_compute_forward: CUDA error 2 at ggml-cuda.cu:9132: out of memory",
         "Aborted (core dumped)",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.outcome == "ready" and report.diagnosis.category == "cuda_oom"
 
 
@@ -1316,7 +1321,7 @@ def test_an_error_that_names_its_level_is_no_copy_of_the_warning_above_it() -> N
         "WARNING 06-01 10:00:01 [utils.py:1] Attempt 1 of 3 failed: Connection to 10.0.0.5:29500 timed out after 30 s",
         "ERROR 06-01 10:01:31 [utils.py:1] Connection to 10.0.0.5:29500 timed out after 30 s",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.outcome == "failed" and report.diagnosis.root_cause_line == log[1]
 
 
@@ -1326,7 +1331,7 @@ def test_a_stall_on_the_bar_that_opens_its_phase_is_placed_on_that_bar() -> None
         "INFO 08-16 02:14:35 [kv_cache_utils.py:833] Maximum concurrency for 32,768 tokens per request: 42.92x",
         "Capturing CUDA graph shapes:   0%|          | 0/67 [00:00<?, ?it/s]",
     ]
-    report = diagnose_text("\n".join(log) + "\n")
+    report = diagnose_log(log)
     assert report.outcome == "not_ready" and report.diagnosis.root_cause_line == log[2]
 
 

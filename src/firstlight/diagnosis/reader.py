@@ -146,7 +146,7 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
     gpu = GpuSeen()
     phases = [PhaseSeen("process_start", 1, None)]
     progress_line = 0  # the last line that showed progress (a phase or a progress line)
-    served = 0  # the first line after the ready line that shows the server answering a request
+    served = 0  # the first line after the ready line that shows the server answering a generation
     last_line: tuple[int, str] | None = None
     run_start: tuple[int, str] | None = None  # the first of the run of like lines the log has reached
     run_shape = ""

@@ -28,13 +28,7 @@ from collections import deque
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_warning, first_statement, raised_below
 from firstlight.diagnosis.frames import TracebackPlace
-from firstlight.diagnosis.levels import (
-    CARRIES_ON,
-    ERROR_MESSAGE,
-    IgnoredMessage,
-    is_quiet,
-    is_settings_dump,
-)
+from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
     ATTENTION_SOURCES,
     EXCEPTION_LINE,
@@ -253,13 +247,14 @@ class RootCauseFinder:
         """For a generic exception, what the place it was raised says (its last traceback frame): a model
         registry's lookup, an engine's argument and config validation, an attention backend, a quantization
         layer (the first of these that matches); else the engine argument its message names; and why."""
-        where = self._traceback.frame
-        if not (statement or EXCEPTION_LINE.search(line)):
+        raised = None if statement else EXCEPTION_LINE.search(line)
+        if raised is None and not statement:
             return None
+        where = self._traceback.frame
         sig = next((sig for places, sig in self.raised_in if places.search(where)), None) if where else None
         if sig is not None:
             return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({where})"
-        named = argument_named(line, statement)
+        named = argument_named(line) if raised is None else argument_named(raised["msg"] or "", raised["exc"])
         return (NAMES_AN_ARGUMENT, f"names the engine argument {named}") if named else None
 
     def _classify(self, shape: str, line: str, told: bool = False) -> Verdict:

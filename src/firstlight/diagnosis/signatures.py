@@ -186,9 +186,10 @@ TRACEBACK_HEADER = (
 )
 # A line that says a process died (not that it was stopped: SIGTERM is someone ending it). After the engine's ready
 # line it means the server no longer serves, whatever the cause above it was.
+LM_STUDIO_EXIT = r"\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime says only how it ended
 PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
-    r"^\s*Aborted\s*$|runner (process has )?terminated|\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime
+    rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}"
 )
 # A wrapper that quotes the error its worker failed with (vLLM's `RuntimeError: Worker failed with error 'Could not
 # find nvcc ...', please check the stack trace above for the root cause`; Ollama's `llama runner process has
@@ -216,7 +217,7 @@ def names_its_cause(line: str, sig: Signature | None) -> bool:
 PANIC_HEADER = r"thread '[^']{1,60}'(?: \(\d+\))? panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
-    r"\(Exit code: -?[1-9]\d*\)|"
+    rf"{LM_STUDIO_EXIT}|"
     # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
     r"failed to be inspected\. Please check the logs|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
@@ -332,14 +333,13 @@ def engine_arguments() -> frozenset[str]:
     return frozenset(name for engine in yaml.safe_load(text).values() for name in engine["names"])
 
 
-def argument_named(line: str, statement: bool = False) -> str | None:
-    """The first engine argument a generic exception's message names (its `--flag` or its field name), if any; an
-    `assert` statement a bare AssertionError failed on counts as its message."""
-    raised = EXCEPTION_LINE.search(line) if not statement else None
-    if not statement and (raised is None or raised.group("exc").rsplit(".", 1)[-1] not in _SETTING_EXCEPTIONS):
+def argument_named(message: str, exception: str = "AssertionError") -> str | None:
+    """The first engine argument (its `--flag` or its field name) that the message of a generic exception of this
+    type names, if any; a bare AssertionError's message is the `assert` statement it failed on."""
+    if exception.rsplit(".", 1)[-1] not in _SETTING_EXCEPTIONS:
         return None
     names = engine_arguments()
-    for m in _ARGUMENT_WORD.finditer(line if statement else raised.group("msg") or ""):
+    for m in _ARGUMENT_WORD.finditer(message):
         word = m.group(2) or m.group(1).replace("-", "_")
         if word in names:
             return word
