@@ -1371,3 +1371,35 @@ def test_the_engine_argument_names_are_read_from_both_engines() -> None:
     names = engine_arguments()
     assert {"max_model_len", "gpu_memory_utilization", "mem_fraction_static", "speculative_num_steps"} <= names
     assert not any("_" not in n for n in names)  # a one-word name is a common word too
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [  # constructed: each states its cause in general words that no engine's own message in the catalogue uses
+        ("Error: not enough VRAM to load the model (need 24.1 GiB, have 16.0 GiB)", "cuda_oom"),
+        ("Error: failed to open model file '/models/x.gguf': No such file or directory", "missing_model_files"),
+        ("error: unknown model architecture 'qwen35moe'", "model_arch_unsupported"),
+        (
+            "RuntimeError: This model requires a newer version of transformers. Please upgrade.",
+            "library_version_mismatch",
+        ),
+        ("Error: no compatible GPUs were found", "hardware_unsupported"),
+        ("Error: invalid value for --ctx-size: must be a positive integer", "invalid_config"),
+    ],
+)
+def test_a_cause_in_plain_words_is_placed_broadly(line: str, category: str) -> None:
+    d = diagnose_text(f"{line}\n").diagnosis
+    assert (d.category, d.root_cause_line) == (category, line)
+    assert d.signature.startswith("plain_") and d.confidence < 0.8  # a reading of the words, and it says so
+
+
+def test_plain_words_yield_to_an_engines_own_message_on_the_same_line() -> None:
+    # mistral.rs' KV-cache check says "not enough memory": its own signature, though lighter, tells the cache
+    line = "Error: Num GPU blocks is 0. This means there is not enough memory. Either reduce the context size."
+    assert diagnose_text(f"{line}\n").diagnosis.category == "insufficient_kv_cache"
+    assert all(not s.plain for s in load_signatures() if s.id == "kv_cache_generic")
+
+
+def test_a_driver_too_old_is_not_read_as_a_package_too_old() -> None:
+    sig = heaviest(load_signatures(), "RuntimeError: your driver version is too old for this build")
+    assert sig is None or sig.category != "library_version_mismatch"

@@ -50,6 +50,8 @@ class Signature:
     folded: re.Pattern[str] | None = None
     # the category on a GPU newer than the engine's build (gpu.py): "cannot run on this GPU" is then the build's
     on_newer_gpu: str | None = None
+    # a cause in plain words (no engine's own message): read only where no other signature names the line
+    plain: bool = False
 
     def search(self, line: str) -> re.Match[str] | None:
         """The pattern's match on the line, in its own case or else in any case."""
@@ -90,6 +92,7 @@ def load_signatures() -> tuple[Signature, ...]:
                 _flag(entry, "detailed"),
                 None if _tests_case(entry["pattern"]) else re.compile(entry["pattern"], re.IGNORECASE),
                 _category(entry, "on_newer_gpu"),
+                _flag(entry, "plain"),
             )
         )
     return tuple(out)
@@ -112,14 +115,20 @@ def _tests_case(pattern: str) -> bool:
 
 
 def heaviest(signatures: tuple[Signature, ...], line: str) -> Signature | None:
-    """The heaviest signature that names the line in its own case or, when none does, in any case."""
-    return _heaviest(signatures, line, folded=False) or _heaviest(signatures, line, folded=True)
+    """The heaviest signature that names the line in its own case or, when none does, in any case; one in plain
+    words only where no engine's own message does (an engine's specific wording, however broad its weight, knows
+    better than the words it is made of)."""
+    return (
+        _heaviest(signatures, line, folded=False, plain=False)
+        or _heaviest(signatures, line, folded=True, plain=False)
+        or _heaviest(signatures, line, folded=False, plain=True)
+    )
 
 
-def _heaviest(signatures: tuple[Signature, ...], line: str, folded: bool) -> Signature | None:
+def _heaviest(signatures: tuple[Signature, ...], line: str, folded: bool, plain: bool) -> Signature | None:
     best: Signature | None = None
     for sig in signatures:
-        if best is not None and sig.weight <= best.weight:
+        if sig.plain != plain or (best is not None and sig.weight <= best.weight):
             continue
         pattern = sig.folded if folded and sig.folded is not None else sig.pattern
         if pattern.search(line):
