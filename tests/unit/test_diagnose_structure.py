@@ -21,6 +21,7 @@ from firstlight.diagnosis.signatures import (
 )
 from firstlight.logs import iter_lines
 from tests.conftest import DATA
+from tests.unit.pattern_branches import branch_samples
 
 
 def diagnose_text(text: str):
@@ -226,6 +227,15 @@ def test_every_signature_names_its_source_and_passes_the_prefilter(sig) -> None:
     assert sig.example, f"{sig.id}: add an `example` line"
     assert sig.pattern.search(sig.example), f"{sig.id}: the pattern does not match its example"
     assert TRIGGER.search(sig.example), f"{sig.id}: the prefilter (signatures.TRIGGER) never lets its lines through"
+
+
+@pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
+def test_every_branch_of_every_signature_passes_the_prefilter(sig) -> None:
+    # a message printed without an error word (UCX's `VRAM memory is detected as host by UCX` under a bare `E` prefix)
+    # must still reach the signature that names it
+    for text in branch_samples(sig.pattern.pattern):
+        if sig.pattern.search(text):  # a sample the sampler could build (lookarounds aside)
+            assert TRIGGER.search(text), f"{sig.id}: add a word of {text!r} to signatures.TRIGGER"
 
 
 def test_terminal_colour_codes_are_not_part_of_a_line() -> None:
@@ -1403,3 +1413,21 @@ def test_plain_words_yield_to_an_engines_own_message_on_the_same_line() -> None:
 def test_a_driver_too_old_is_not_read_as_a_package_too_old() -> None:
     sig = heaviest(load_signatures(), "RuntimeError: your driver version is too old for this build")
     assert sig is None or sig.category != "library_version_mismatch"
+
+
+def test_a_cause_printed_without_an_error_word_reaches_its_signature() -> None:
+    # constructed after NIXL's form under TensorRT-LLM: the cause carries no level word and no exception type
+    report = diagnose_log(
+        [
+            "W ucx_utils.cpp:631] 4 NVIDIA GPU(s) were detected, but UCX CUDA support was not found!",
+            "E ucx_utils.cpp:585] VRAM memory is detected as host by UCX.",
+            "RuntimeError: Executor worker returned error",
+        ]
+    )
+    assert report.diagnosis.category == "nccl_error" and report.diagnosis.line == 2
+
+
+def test_gos_slog_levels_are_quiet() -> None:
+    assert is_quiet('time=2025-05-02T08:00:01.123Z level=WARN source=gpu.go:605 msg="version mismatch"')
+    assert is_quiet('time=2025-05-02T08:00:01.123Z level=INFO source=gpu.go:377 msg="no compatible GPUs"')
+    assert not is_quiet('time=2025-05-02T08:00:01.123Z level=ERROR source=sched.go:455 msg="error loading"')

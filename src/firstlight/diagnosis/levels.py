@@ -15,6 +15,7 @@ QUIET_LEVEL = re.compile(
     # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
     r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
+    r"|\slevel=(?:INFO|WARN|DEBUG)\s"  # Go's log/slog text handler (Ollama, GPUStack's Go parts)
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
