@@ -1431,3 +1431,44 @@ def test_gos_slog_levels_are_quiet() -> None:
     assert is_quiet('time=2025-05-02T08:00:01.123Z level=WARN source=gpu.go:605 msg="version mismatch"')
     assert is_quiet('time=2025-05-02T08:00:01.123Z level=INFO source=gpu.go:377 msg="no compatible GPUs"')
     assert not is_quiet('time=2025-05-02T08:00:01.123Z level=ERROR source=sched.go:455 msg="error loading"')
+
+
+def test_a_compilers_option_warning_is_not_a_refused_flag() -> None:
+    # constructed after a ROCm log: LLVM prints it and the launch goes on; the cause comes later
+    report = diagnose_log(
+        [
+            "clang (LLVM option parsing): Unknown command line argument '-amdgpu-coerce-illegal-types=1'.",
+            *[f"Loading shard {i}" for i in range(5)],
+            "TypeError: not a string",
+        ]
+    )
+    assert report.diagnosis.line == 7 and report.diagnosis.category == "missing_model_files"
+
+
+def test_the_registrys_subprocess_wrapper_gives_way_to_the_error_it_carries() -> None:
+    # vLLM's registry.py raises `Error raised in subprocess:` and prints the subprocess's error after it
+    report = diagnose_log(
+        [
+            "ERROR 06-10 23:08:47 [registry.py:963] RuntimeError: Error raised in subprocess:",
+            "ERROR 06-10 23:08:47 [registry.py:963] Traceback (most recent call last):",
+            "ERROR 06-10 23:08:47 [registry.py:963] ImportError: vllm.vllm_flash_attn requires the CUDA flash attention"
+            " extensions (_vllm_fa2_C or _vllm_fa3_C).",
+        ]
+    )
+    assert report.diagnosis.line == 3 and report.diagnosis.category == "import_dependency_error"
+
+
+def test_a_cache_on_a_full_disk_is_a_directory_the_engine_cannot_write() -> None:
+    line = "RuntimeError: Failed to run autotuning code block: [Errno 122] Disk quota exceeded: '/home/u/.cache/vllm/x'"
+    assert diagnose_text(line + "\n").diagnosis.category == "invalid_config"
+
+
+def test_ollamas_load_failed_at_info_is_an_error_and_its_record_header_no_settings_dump() -> None:
+    # constructed after Ollama's server/sched.go: a failed load is logged at INFO, with the runner's error
+    line = (
+        'time=2026-04-25T14:35:06.482Z level=INFO source=sched.go:511 msg="Load failed" model=/m/blobs/sha256-66 '
+        'error="llama runner process has terminated: %!w(<nil>)"'
+    )
+    assert not is_settings_dump(line) and not is_quiet(line)
+    report = diagnose_log(['time=2026-04-25T14:34:38.000Z level=INFO source=server.go:400 msg="starting runner"', line])
+    assert report.outcome == "failed" and report.diagnosis.line == 2

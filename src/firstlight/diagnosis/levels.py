@@ -19,7 +19,10 @@ QUIET_LEVEL = re.compile(
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
-RELAYED_ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^\W*(?:INFO|DEBUG)\s+[\w.]*(?:Error|Exception):\s")
+# Ollama's scheduler logs a model that failed to load at INFO, with the runner's error (`msg="Load failed" ... error=`).
+RELAYED_ERROR = re.compile(
+    r"\b(?:ERROR|CRITICAL|FATAL)\b|^\W*(?:INFO|DEBUG)\s+[\w.]*(?:Error|Exception):\s|msg=\"Load failed\" .*\berror="
+)
 
 
 def is_quiet(line: str) -> bool:
@@ -69,17 +72,22 @@ CARRIES_ON = re.compile(
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.
 _SETTING = re.compile(r"\b\w+=|'\w+': |[\s\[,(]['\"]?--\w")
 DUMP_SETTINGS = 6
+# A structured log record's own keys (Go's slog: `time=... level=... source=... msg=`) are its header, not settings
+_RECORD_HEADER = re.compile(r"\btime=\S+ level=\w+ source=\S+ ")
 
 
 def is_settings_dump(line: str) -> bool:
     """A configuration dump or an argument echo (`Initializing a V1 LLM engine ... with config: ...`,
     `server_args=ServerArgs(...)`, `Starting ... with args: ['--trust-remote-code', ...]`): not a cause,
     unless it is an exception's own message (pydantic puts the rejected settings after the reason) or an NSError's
-    description (`Error Domain=X Code=N "..." UserInfo={K=V, ...}`: macOS and Metal errors with their details)."""
+    description (`Error Domain=X Code=N "..." UserInfo={K=V, ...}`: macOS and Metal errors with their details). A
+    structured record's header keys do not count: Ollama's `level=ERROR ... msg=... model=... error=...` is one
+    error."""
     if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
         return False  # the cheap count spares the regex for most lines
     if "error, " in line or "Error Domain=" in line:
         return False
+    line = _RECORD_HEADER.sub("", line, count=1)
     return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line)
 
 

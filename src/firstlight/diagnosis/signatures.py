@@ -246,8 +246,9 @@ PANIC_HEADER = r"thread '[^']{1,60}'(?: \(\d+\))? panicked at \S+:\d+:\d+:\s*$"
 GENERIC_WRAPPERS = (
     r"terminate called after throwing|exited with (code|status)|See root cause above|child failed|^\s*Aborted\s*$|"
     rf"{LM_STUDIO_EXIT}|"
-    # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed
-    r"failed to be inspected\. Please check the logs|"
+    # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed (or raise
+    # `RuntimeError: Error raised in subprocess:` with the subprocess's own error on the lines after it)
+    r"failed to be inspected\. Please check the logs|Error raised in subprocess:\s*$|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     + SIGTERM_EXIT
     + f"|{PANIC_HEADER}|"

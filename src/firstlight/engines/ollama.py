@@ -26,7 +26,9 @@ OLLAMA = EngineAdapter(
     # the runner it started answers (0.32+ runs llama-server itself); 0.1.x's embedded llama.cpp server said only
     # that its slots were idle
     ready_line=re.compile(r"(llama runner|llama-server) started in [\d.]+ ?s|all slots are idle"),
-    error_line=re.compile(r"\blevel=ERROR\b"),
+    # its scheduler logs a model that failed to load at INFO (server/sched.go: `slog.Info("Load failed", ...,
+    # "error", err)`)
+    error_line=re.compile(r'\blevel=ERROR\b|msg="Load failed" .*\berror='),
     # the runner it started died: its own lines above say why
     wrapper_lines=compile_all(r'msg="llama runner (process has )?terminated'),
     line_prefix=re.compile(r'time=\S+ level=\w+ source=[\w./-]+:\d+ msg="?'),
