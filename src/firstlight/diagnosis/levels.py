@@ -15,7 +15,7 @@ QUIET_LEVEL = re.compile(
     # NCCL's INFO; Python logging's `name - WARNING - message` (not its INFO: tools relay an engine's output at INFO)
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
     r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
-    r"|\slevel=(?:INFO|WARN|DEBUG)\s"  # Go's log/slog text handler (Ollama, GPUStack's Go parts)
+    r"|(?:^|\s)level=(?i:info|warn(?:ing)?|debug)\b"  # Go's slog (Ollama) and logrus (`level=warning`) text records
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
@@ -67,6 +67,8 @@ CARRIES_ON = re.compile(
     # an optional kernel library announced missing, the statement alone on its line (InternVL's and other remote
     # code's `FlashAttention is not installed.`): the model then runs without it; a launch it stops raises instead
     r"|^\s*(?i:flash[-_ ]?attn|flash[-_ ]?attention\w*|xformers|apex) (is|are) not installed\.?\s*$"
+    # ggml's backends (CUDA, Vulkan, SYCL, CANN) take ordinary host memory when pinned memory is short
+    r"|(?i:failed to allocate .{0,60}pinned memory)"
 )
 
 # A dump of settings: many `key=value` or `'key': value` pairs, or a list of command-line flags.

@@ -40,7 +40,6 @@ from firstlight.diagnosis.signatures import (
     RAISED_IN_CONFIG,
     RAISED_IN_QUANTIZATION,
     RAISED_IN_REGISTRY,
-    TRIGGER,
     Signature,
     argument_named,
     config_sources,
@@ -53,6 +52,7 @@ from firstlight.diagnosis.signatures import (
     restating_lines,
     wrapper_lines,
 )
+from firstlight.diagnosis.trigger import TRIGGER
 from firstlight.engines import strip_line_prefix
 from firstlight.logs import fold_digits
 
@@ -279,6 +279,8 @@ class RootCauseFinder:
         if self.wrappers_rx.search(line) and not names_its_cause(line, best):
             return "wrapper"
         exc = EXCEPTION_LINE.search(line)
+        if best is not None and best.plain and not (exc or error_level or ERROR_MESSAGE.search(line)):
+            best = None  # plain words name a cause only where the line states an error (not in a note or a warning)
         reasons: list[str] = []
         if best is not None:
             score = best.weight + (EXCEPTION_BONUS if exc else 0.0)

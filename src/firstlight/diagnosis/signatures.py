@@ -150,46 +150,6 @@ def _flag(entry: dict, name: str) -> bool:
     return value
 
 
-# A line that could carry a cause: a cheap test that spares the signatures most of a log's noise.
-TRIGGER = re.compile(
-    r"(?i)error|exception|fail|unable|cannot|can't|couldn't|could not|not (supported|valid|enough|compatible|"
-    r"available|found|a valid|recognized)|out of memory|no module|no such|denied|refused|abort|killed|"
-    r"timed? ?out|unbalanced|insufficient|invalid|unknown|unsupported|undefined|traceback|assert|requires?|"
-    r"must|exceed|too (old|large|small)|mismatch|incompatible|sigquit|dead|in use|bind|nccl|only support|"
-    r"capability|less than|greater than|divisible|trust_remote_code|remote code|errno|illegal|what\(\)|"
-    r"does not|is not|didn't|no available|unrecognized|driver|larger than|smaller than|restricted|gated|offline|"
-    r"magic|not available|watchdog|ordinal|symbol|no kernel|signal|SIGILL|maximum model length|placement group|"
-    r"used by a process|wrong|only found|is supported by|CUDA initialization|impossible|crashed|mpiSize|\bORTE\b|"
-    r"panicked|\[type=\w+, input_value=|real length|Each process is one gpu|not healthy|\$\{|multi-modal models|"
-    r"No valid|platform type|parameters section|ArgumentValidation|are not set|visibility|platform plugin|"
-    r"logical device|Did not receive|No local weights|Quantize is set|quantization was not|deprecated and will|"
-    r"out of bounds|pre SM|no longer support|NotEnoughMemory|Only 1 can be|not loaded|NotPresent|fatal|"
-    r"segmentation fault|core dumped|bus error|No GPU|lacks the|appears to be a URI|(?-i:SSL)|create a symlink|"
-    r"on an? `(Err|None)` value|KeyboardInterrupt: terminated|SystemExit: \d|--no-jinja|has offset \d+, expected|"
-    r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"Success\"|KV cache memory: -| blocks: 0\b|"
-    # a C library's status constant (NIXL_ERR_BACKEND); glog's E/F (each engine's own error level is let through apart)
-    r"_ERR_|(?-i:\b[EF]\d{4} \d\d:\d\d)|"
-    # the words of signatures whose messages need none of the above (tests hold every branch of every signature to it)
-    r"unavailable|CUBLAS_STATUS_|misaligned|access fault|<= num_max|dispatched on the CPU|exitcode|"
-    r"unsatisfied condition|LLAMA_MAX|No feasible|non-zero (exit )?status|protection domain|No matched device|"
-    r"No HCA|IBV_WC_|max seq len|Num GPU blocks|has no attribute|compatible scheme|doesn.t support|"
-    r"expected at most|CANN|Conflicting static|upgrade|VersionConflict|\bor less\b|you need|should be|"
-    r"size changed|out of date|No common block size|kernel blocks|No operator found|can only be used|"
-    r"backends are supported|Wrapper::|detected as host|not configured with|are bound to|Duplicate GPU|NUM_MAX|"
-    r"% ?\w+ == 0|nvshmem|gloo/transport|not been initialized|shmPtrOpen|No space left|EADDRINUSE|"
-    r"usage of each socket|already allocated|supported in \w+ until|has been removed|no \w+ implementation|"
-    r"aren.t supported|trust-remote-code|were not initialized|no file named|No supported|no config\.json|"
-    r"no \.?safetensors|paths are empty|doesn.t have a|No model found|No file found|corrupted|doesn.t exist|"
-    r"No \.safetensors|has capacity|missing tensor|metadata|HeaderTooLarge|is lower than|needs to work with|"
-    r"was expected|already used by|No enough|untagged enum|Non-consecutive|Missing vocab|install the|"
-    r"library version|No model architectures|expecting compute|no binary for|no suitable image|"
-    r"connected via NVLink|pairwise NVLink|custom_all_reduce|forward compatibility|No package metadata|"
-    r"pip install|partially initialized|no CPU backend|compiler found|not being installed|make sure you have|"
-    r"no container manager|inference\.ModelConfig|MPI size|world size \(|are not specified|noexec|"
-    r"do not work with|path-like|missing field|not ready after|DefaultMemPool|Only SM|capable device|"
-    r"not compiled with|No platform|No NPU|soc_version|fallen off the bus|libcudart|lacks|No \w+ GPUs"
-)
-
 # An exception as Python prints it: `torch.OutOfMemoryError: …`, `AssertionError`, or any class with its module
 # path (`huggingface_hub.errors.OfflineModeIsEnabled: …`).
 EXCEPTION_LINE = re.compile(
