@@ -1508,3 +1508,42 @@ def test_an_engines_note_in_plain_words_is_no_failure(note: str) -> None:
     assert report.outcome == "not_ready"
     real = diagnose_log([note, *[f"loading {i}" for i in range(5)], "KeyError: 'model.layers.0.attention_sink_bias'"])
     assert real.diagnosis.line == 7  # and a real error later in the log is the cause, not the note
+
+
+def test_a_failed_jit_build_is_told_by_the_compilers_first_error_not_by_the_build_command() -> None:
+    # constructed after FlashInfer's jit/cpp_ext.py (run_ninja) under SGLang: the CalledProcessError of ninja comes
+    # first, the compiler's own error in the ninja output printed after the chain
+    flashinfer = "/usr/local/lib/python3.12/dist-packages/flashinfer"
+    report = diagnose_log(
+        [
+            "[2026-06-07 18:49:51] Scheduler hit an exception: Traceback (most recent call last):",
+            f'  File "{flashinfer}/jit/cpp_ext.py", line 342, in run_ninja',
+            "subprocess.CalledProcessError: Command '['ninja', '-v', '-C', '/root/.cache/flashinfer/121a/"
+            "batch_decode_dtype_kv_fp4_e2m1']' returned non-zero exit status 1.",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            f'  File "{flashinfer}/jit/cpp_ext.py", line 354, in run_ninja',
+            "RuntimeError: Ninja build failed. Ninja output:",
+            "FAILED: [code=1] /root/.cache/flashinfer/121a/batch_decode_dtype_kv_fp4_e2m1/batch_decode.cuda.o",
+            f'{flashinfer}/data/include/flashinfer/vec_dtypes.cuh(117): error: no suitable conversion function from "'
+            'const Params::DTypeKV" to "float" exists',
+            "ninja: build stopped: subcommand failed.",
+        ]
+    )
+    assert report.diagnosis.category == "attention_backend_unsupported" and report.diagnosis.line == 11
+    # a missing header is the environment's, wherever the header was included from
+    header = f"{flashinfer}/data/include/flashinfer/utils.cuh:19:10: fatal error: cuda_fp8.h: No such file or directory"
+    assert diagnose_log(["RuntimeError: Ninja build failed. Ninja output:", header]).diagnosis.category == (
+        "import_dependency_error"
+    )
+    # and a library the link step cannot find, before the compiler driver's summary of it
+    linked = diagnose_log(
+        [
+            "RuntimeError: ninja exited with status 1",
+            "/usr/bin/ld: cannot find -lcudart",
+            "collect2: error: ld returned 1 exit status",
+        ]
+    )
+    assert linked.diagnosis.category == "import_dependency_error" and linked.diagnosis.line == 2

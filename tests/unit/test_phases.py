@@ -327,14 +327,40 @@ def test_tgi_sizes_its_kv_cache_while_warming_up() -> None:
     lines = [
         "2024-05-07T12:39:10.282975Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
         "2024-05-07T12:39:20.593317Z  INFO shard-manager: text_generation_launcher: Shard ready in 10.3s rank=0",
+        "2024-05-07T12:39:20.601220Z  WARN text_generation_router: router/src/main.rs:384: Invalid hostname, "
+        "defaulting to 0.0.0.0",
         "2024-05-07T12:39:20.695520Z  INFO text_generation_router: router/src/main.rs:315: Warming up model",
+        "2024-05-07T12:39:21.377577Z  INFO text_generation_launcher: Cuda Graphs are enabled for sizes [8, 4, 2, 1]",
         "2024-05-07T12:39:22.141566Z  INFO text_generation_router: router/src/main.rs:354: Setting max batch total "
         "tokens to 801568",
         "2024-05-07T12:39:22.141574Z  INFO text_generation_router: router/src/main.rs:355: Connected",
     ]
     report = _diagnose_lines(lines)
     assert report.engine == "tgi" and report.outcome == "ready"
-    assert [p.phase for p in report.phases][-2:] == ["kv_cache_allocated", "ready"]
+    # the router reads its hostname and the shard captures graphs before it reports the KV cache: out of order
+    assert [(p.phase, p.aside) for p in report.phases][-4:] == [
+        ("http_listening", True),
+        ("cuda_graph_capture", True),
+        ("kv_cache_allocated", False),
+        ("ready", False),
+    ]
+
+
+def test_sglang_piecewise_graphs_compile_inside_the_capture() -> None:
+    """Constructed from SGLang 0.5.x's lines: piecewise CUDA graphs compile after the KV cache, while capturing."""
+    lines = [
+        "[2026-06-07 18:55:56] Init torch distributed begin.",
+        "[2026-06-07 18:55:58] Load weight begin. avail mem=112.27 GB",
+        "[2026-06-07 18:56:16] Load weight end. elapsed=18.21 s, type=Qwen2ForCausalLM, avail mem=108.96 GB",
+        "[2026-06-07 18:56:17] KV Cache is allocated. #tokens: 5531994, K size: 18.47 GB, V size: 18.47 GB",
+        "[2026-06-07 18:56:21] Capture piecewise CUDA graph begin. avail mem=65.27 GB",
+        "[2026-06-07 18:56:35] Compiling a graph for dynamic shape takes 0.38 s",
+        "[2026-06-07 18:56:40] Compiling a graph for dynamic shape takes 1.18 s",
+    ]
+    report = _diagnose_lines(lines)
+    assert report.engine == "sglang" and report.outcome == "not_ready"
+    assert [(p.phase, p.line) for p in report.phases][-2:] == [("cuda_graph_capture", 5), ("torch_compile", 6)]
+    assert report.last_phase == "cuda_graph_capture"
 
 
 def test_a_vllm_engine_that_serves_inside_another_app_is_ready_by_its_stats() -> None:

@@ -30,25 +30,18 @@ from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_wa
 from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
 from firstlight.diagnosis.signatures import (
-    ATTENTION_SOURCES,
     EXCEPTION_LINE,
     NAMES_AN_ARGUMENT,
     PANIC_HEADER,
     PROCESS_DIED,
-    QUANTIZATION_SOURCES,
-    RAISED_IN_ATTENTION,
-    RAISED_IN_CONFIG,
-    RAISED_IN_QUANTIZATION,
-    RAISED_IN_REGISTRY,
     Signature,
     argument_named,
-    config_sources,
     error_level_lines,
     heaviest,
     ignored_errors,
     load_signatures,
     names_its_cause,
-    registry_sources,
+    raised_in_places,
     restating_lines,
     wrapper_lines,
 )
@@ -110,14 +103,7 @@ class RootCauseFinder:
         self.signatures = load_signatures()
         self.wrappers_rx = wrapper_lines()
         self.error_rx = error_level_lines()
-        # where a generic exception was raised, and what that names, in this order
-        places = (
-            (registry_sources(), RAISED_IN_REGISTRY),
-            (config_sources(), RAISED_IN_CONFIG),
-            (ATTENTION_SOURCES, RAISED_IN_ATTENTION),
-            (QUANTIZATION_SOURCES, RAISED_IN_QUANTIZATION),
-        )
-        self.raised_in = tuple((rx, sig) for rx, sig in places if rx is not None)
+        self.raised_in = raised_in_places()
         self.ignored_rx = ignored_errors()
         self.restating_rx = restating_lines()
         self._traceback = TracebackPlace()

@@ -342,6 +342,18 @@ def registry_sources() -> re.Pattern[str] | None:
 
 
 @cache
+def raised_in_places() -> tuple[tuple[re.Pattern[str], Signature], ...]:
+    """Where a generic exception was raised (its last frame's file), and what that names, in this order."""
+    places = (
+        (registry_sources(), RAISED_IN_REGISTRY),
+        (config_sources(), RAISED_IN_CONFIG),
+        (ATTENTION_SOURCES, RAISED_IN_ATTENTION),
+        (QUANTIZATION_SOURCES, RAISED_IN_QUANTIZATION),
+    )
+    return tuple((rx, sig) for rx, sig in places if rx is not None)
+
+
+@cache
 def config_sources() -> re.Pattern[str] | None:
     """Every engine's argument- and config-validation source files, in one pattern."""
     return _any_of([p for a in ENGINES.values() for p in a.config_sources])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from firstlight.engines.base import EngineAdapter, compile_all
-from firstlight.logs import phase_rules
+from firstlight.logs import aside_rules, phase_rules
 
 # A shard that failed: the launch will not come up, and the cause is in the shard's lines before.
 TGI_SHARD_FAILED = compile_all(
@@ -22,14 +22,22 @@ TGI_SHARD_FAILED = compile_all(
 
 TGI = EngineAdapter(
     name="tgi",
-    phases=phase_rules(
-        ("distributed_init", r"Starting shard|Sharding model on"),
-        ("weights_loading", r"Waiting for shard to be ready|Loading model|Starting download"),
-        ("weights_loaded", r"Shard (\d+ )?ready in|Shard ready"),
-        # the router's "Warming up model" is the shard sizing its KV cache, which "Setting max batch total tokens"
-        # then reports: not a warm-up after start-up
-        ("kv_cache_allocated", r"Setting max batch total tokens to|KV-cache blocks"),
-        ("http_listening", r"Starting HTTP server|Invalid hostname, defaulting"),
+    phases=(
+        *phase_rules(
+            ("distributed_init", r"Starting shard|Sharding model on"),
+            ("weights_loading", r"Waiting for shard to be ready|Loading model|Starting download"),
+            ("weights_loaded", r"Shard (\d+ )?ready in|Shard ready"),
+            # the router's "Warming up model" is the shard sizing its KV cache, which "Setting max batch total
+            # tokens" then reports: not a warm-up after start-up
+            ("kv_cache_allocated", r"Setting max batch total tokens to|KV-cache blocks"),
+        ),
+        # Out of the usual order: the router reads its hostname before the shards warm up (it serves only at
+        # "Connected"), and the shard captures its CUDA graphs inside that warm-up, before the router reports
+        # the KV cache's size.
+        *aside_rules(
+            ("http_listening", r"Starting HTTP server|Invalid hostname, defaulting"),
+            ("cuda_graph_capture", r"Cuda Graphs are enabled for sizes"),
+        ),
     ),
     ready_line=re.compile(r"\bConnected\b"),
     fatal_lines=TGI_SHARD_FAILED,

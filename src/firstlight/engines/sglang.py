@@ -27,7 +27,7 @@ from firstlight.engines.base import (
     extra_args,
     parallel_flags,
 )
-from firstlight.logs import phase_rules, progress_rules
+from firstlight.logs import aside_rules, phase_rules, progress_rules
 
 if TYPE_CHECKING:
     from firstlight.deployment import Deployment, Speculative
@@ -149,7 +149,9 @@ SGLANG = EngineAdapter(
         ("cuda_graph_done", r"Capture .*(cuda|CUDA|npu|NPU) graph end"),
         ("http_listening", r"Uvicorn running on |Application startup complete\."),
         ("warmup_done", r"\"POST /generate HTTP/1\.1\" 200"),
-    ),
+    )
+    # piecewise CUDA graphs (default from 0.5.x) compile inside the capture, after the KV cache
+    + aside_rules(("torch_compile", r"Compiling a graph for dynamic shape takes|Compiling num tokens \(")),
     progress=progress_rules(
         (
             "weights_loading",
