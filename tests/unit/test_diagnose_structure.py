@@ -9,7 +9,7 @@ import io
 import pytest
 
 from firstlight.diagnosis import diagnose_lines
-from firstlight.diagnosis.levels import is_quiet, is_settings_dump
+from firstlight.diagnosis.levels import is_quiet, is_settings_dump, states_error
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
@@ -965,6 +965,12 @@ SCALED_MM = (
         ("", "hardware_unsupported"),  # the line's own capability (70) is too low
         ("  Device 0: NVIDIA GB10, compute capability 12.1, VMM: yes", "cuda_arch_mismatch"),
         ("INFO 05-01 10:00:01 [cuda.py:1] Using GPU NVIDIA GeForce RTX 5090", "cuda_arch_mismatch"),
+        # vLLM's symmetric-memory check states the device's own capability
+        (
+            "WARNING 04-25 05:28:40 [symm_mem.py:66] SymmMemCommunicator: Device capability 12.1 not supported, "
+            "communicator is not available.",
+            "cuda_arch_mismatch",
+        ),
         # a requirement names no GPU: "requires compute capability 10.0" says nothing of the one here
         ("WARNING 05-01 10:00:01 [fp8.py:1] this kernel requires compute capability 10.0", "hardware_unsupported"),
     ],
@@ -1426,6 +1432,18 @@ def test_a_cause_printed_without_an_error_word_reaches_its_signature() -> None:
         ]
     )
     assert report.diagnosis.category == "nccl_error" and report.diagnosis.line == 2
+
+
+def test_warnings_said_in_words_or_glued_to_another_process_are_quiet() -> None:
+    # SGLang's logger prints no level: its warnings say so in words
+    assert is_quiet("[2025-12-23 01:53:59] Warning: User-specified context_length (65536) is greater than the derived")
+    # Python's warnings module states no error, whatever its words (it is no quiet line: it may name the cause)
+    warning = "/opt/py/site-packages/torch_npu/compiler_config.py:106: UserWarning: may report error in mode: x"
+    assert not states_error(warning) and states_error("RuntimeError: error in mode: x")
+    # vLLM's level and clock after another process's output that was cut mid-line
+    assert is_quiet("(VllmINFO 04-18 14:10:22 ray_utils.py:214] Waiting for creating a placement group of specs")
+    assert not is_quiet("(VllmERROR 04-18 14:47:42 engine.py:389] Cannot provide a placement group")
+    assert not is_quiet("[2025-12-23 01:58:28 TP0] Scheduler hit an exception: Traceback (most recent call last):")
 
 
 def test_gos_slog_levels_are_quiet() -> None:

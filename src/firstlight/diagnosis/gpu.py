@@ -24,7 +24,7 @@ from dataclasses import dataclass
 NEWER_GPU = re.compile(
     r"\b(?:RTX 50[5-9]0(?: Ti)?|RTX PRO \d{4}|GB10|G?B[123]00|DGX Spark|Jetson (?:AGX )?Thor)\b"
     r"|\bcapability sm_?(?:1[0-2]\d)\b"
-    r"|\bcurrent (?:device )?(?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
+    r"|\b(?:current|[Dd]evice) (?:device )?(?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
     r"|\bcompute capability 1[0-2]\.\d, VMM"
 )
 

@@ -16,6 +16,10 @@ QUIET_LEVEL = re.compile(
     r"|\sNCCL INFO\s|\s-\s(?:DEBUG|WARNING)\s-\s"
     r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
     r"|(?:^|\s)level=(?i:info|warn(?:ing)?|debug)\b"  # Go's slog (Ollama) and logrus (`level=warning`) text records
+    # vLLM's level and clock glued to another process's output that was cut mid-line (`(VllmINFO 04-18 14:10:22 ...`)
+    r"|[A-Za-z)](?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d\b"
+    # a logger without levels (SGLang's `[time] message`) whose message calls itself a warning
+    r"|^\[[^\]]{1,60}\]\s*Warning: "
 )
 # A tool that relays an engine's output logs it at its own INFO (`- INFO - vLLM: ERROR 07-13 ...`, `INFO     OSError:
 # [Errno 48] ...`): the relayed line keeps its own level.
@@ -55,6 +59,16 @@ ERROR_MESSAGE = re.compile(
     # `xinference.core.worker 48213 ERROR    msg`, `03:47PM ERROR msg`
     r"|^[^\s\]]*(?:\s+[^\s\]]+){0,5}?\s+(?:ERROR|CRITICAL)\s+(?:\[[^\]]{1,80}\]\s*)?[A-Z]"
 )
+
+# Python's warnings module (`path.py:106: UserWarning: message`): its words may say "error" (`... may report error in
+# max-autotune mode: ...`) without stating one. Not quiet: a warning that the GPU is not supported is a named cause.
+PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: [A-Z]\w*Warning: ")
+
+
+def states_error(line: str) -> bool:
+    """The line states an error in words (an error level, `error:`), other than a Python warning's words."""
+    return ERROR_MESSAGE.search(line) is not None and PYTHON_WARNING.match(line) is None
+
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
 # `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`, llama.cpp's

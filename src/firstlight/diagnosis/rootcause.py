@@ -28,7 +28,7 @@ from collections import deque
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_warning, first_statement, raised_below
 from firstlight.diagnosis.frames import TracebackPlace
-from firstlight.diagnosis.levels import CARRIES_ON, ERROR_MESSAGE, IgnoredMessage, is_quiet, is_settings_dump
+from firstlight.diagnosis.levels import CARRIES_ON, IgnoredMessage, is_quiet, is_settings_dump, states_error
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
     NAMES_AN_ARGUMENT,
@@ -265,7 +265,7 @@ class RootCauseFinder:
         if self.wrappers_rx.search(line) and not names_its_cause(line, best):
             return "wrapper"
         exc = EXCEPTION_LINE.search(line)
-        if best is not None and best.plain and not (exc or error_level or ERROR_MESSAGE.search(line)):
+        if best is not None and best.plain and not (exc or error_level or states_error(line)):
             best = None  # plain words name a cause only where the line states an error (not in a note or a warning)
         reasons: list[str] = []
         if best is not None:
@@ -278,7 +278,7 @@ class RootCauseFinder:
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
-        elif error_level or ERROR_MESSAGE.search(line):
+        elif error_level or states_error(line):
             score = ERROR_LEVEL
             reasons.append("the message of a panic" if told else "an error-level line")
         else:

@@ -43,7 +43,7 @@ _TRIGGER_WORDS = re.compile(
     r"connection reset|no [\w.]+ files found|instead of \"?\w*_success|are not installed|unrecognised|"
     r"do not exist|outdated|kind: notfound|please update|tensor_parallel_size|that was not possible|"
     r"\bno (compatible |supported |usable |available |suitable |visible )?(\w+ )?(gpus?|devices?|accelerators?) |"
-    r"gguf_init_from_|connection closed|service not known|not recognised|\bonly\b[^.]{0,40}\bsupport|"
+    r"gguf_init_from_|connection closed|no backend type|service not known|not recognised|\bonly\b[^.]{0,40}\bsupport|"
     r"please install|(is|are) missing|not implemented|\bout of (\w+ ){0,2}(memory|vram|ram)\b|"
     r"\bor (less|lower|older|earlier|greater|higher|newer|later)\b|"
     r"\b(not|isn.t|aren.t) (yet )?(supported|recogni[sz]ed|implemented)\b"
