@@ -1440,8 +1440,14 @@ def test_warnings_said_in_words_or_glued_to_another_process_are_quiet() -> None:
     # Python's warnings module states no error, whatever its words (it is no quiet line: it may name the cause)
     warning = "/opt/py/site-packages/torch_npu/compiler_config.py:106: UserWarning: may report error in mode: x"
     assert not states_error(warning) and states_error("RuntimeError: error in mode: x")
+    assert not states_error(f"(EngineCore_DP0 pid=1) {warning}")  # under vLLM V1's process prefix too
     # vLLM's level and clock after another process's output that was cut mid-line
     assert is_quiet("(VllmINFO 04-18 14:10:22 ray_utils.py:214] Waiting for creating a placement group of specs")
+    # an error cut mid-word by that output keeps its level (from a review: an OOM read as quiet before)
+    assert not is_quiet(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.19 "
+        "GiB of which 1.02 GiB is frINFO 12-18 06:02:04 [ray_utils.py:214] Waiting for creating a placement group"
+    )
     assert not is_quiet("(VllmERROR 04-18 14:47:42 engine.py:389] Cannot provide a placement group")
     assert not is_quiet("[2025-12-23 01:58:28 TP0] Scheduler hit an exception: Traceback (most recent call last):")
 
@@ -1529,28 +1535,35 @@ def test_an_engines_note_in_plain_words_is_no_failure(note: str) -> None:
 
 
 def test_a_failed_jit_build_is_told_by_the_compilers_first_error_not_by_the_build_command() -> None:
-    # constructed after FlashInfer's jit/cpp_ext.py (run_ninja) under SGLang: the CalledProcessError of ninja comes
-    # first, the compiler's own error in the ninja output printed after the chain
+    # constructed after FlashInfer's jit/cpp_ext.py (run_ninja) under SGLang: ninja's CalledProcessError comes first,
+    # then the chain, then the ninja output with the compiler's own error
     flashinfer = "/usr/local/lib/python3.12/dist-packages/flashinfer"
-    report = diagnose_log(
-        [
+
+    def build_failed(module: str, error: str) -> list[str]:
+        return [
             "[2026-06-07 18:49:51] Scheduler hit an exception: Traceback (most recent call last):",
             f'  File "{flashinfer}/jit/cpp_ext.py", line 342, in run_ninja',
-            "subprocess.CalledProcessError: Command '['ninja', '-v', '-C', '/root/.cache/flashinfer/121a/"
-            "batch_decode_dtype_kv_fp4_e2m1']' returned non-zero exit status 1.",
+            f"subprocess.CalledProcessError: Command '['ninja', '-v', '-C', '/root/.cache/flashinfer/121a/cached_ops/"
+            f"{module}']' returned non-zero exit status 1.",
             "",
             "The above exception was the direct cause of the following exception:",
             "",
             "Traceback (most recent call last):",
             f'  File "{flashinfer}/jit/cpp_ext.py", line 354, in run_ninja',
             "RuntimeError: Ninja build failed. Ninja output:",
-            "FAILED: [code=1] /root/.cache/flashinfer/121a/batch_decode_dtype_kv_fp4_e2m1/batch_decode.cuda.o",
-            f'{flashinfer}/data/include/flashinfer/vec_dtypes.cuh(117): error: no suitable conversion function from "'
-            'const Params::DTypeKV" to "float" exists',
+            f"FAILED: [code=1] /root/.cache/flashinfer/121a/cached_ops/{module}/kernel.cuda.o",
+            error,
             "ninja: build stopped: subcommand failed.",
         ]
-    )
-    assert report.diagnosis.category == "attention_backend_unsupported" and report.diagnosis.line == 11
+
+    # an attention kernel that does not build for these settings: the attention backend, by its own source
+    decode = f"{flashinfer}/data/include/flashinfer/attention/decode.cuh(117): error: no suitable conversion function"
+    report = diagnose_log(build_failed("batch_decode_with_kv_cache_dtype_kv_fp4_e2m1", decode))
+    assert report.diagnosis.category == "attention_backend_unsupported" and report.diagnosis.line == 3
+    # FlashInfer's fused MoE shares its headers: not the attention backend's, a failed JIT build
+    moe = f"{flashinfer}/data/csrc/fused_moe/cutlass_fused_moe_kernels.cuh(1213): error: identifier is undefined"
+    report = diagnose_log(build_failed("fused_moe_120", moe))
+    assert report.diagnosis.category == "import_dependency_error"
     # a missing header is the environment's, wherever the header was included from
     header = f"{flashinfer}/data/include/flashinfer/utils.cuh:19:10: fatal error: cuda_fp8.h: No such file or directory"
     assert diagnose_log(["RuntimeError: Ninja build failed. Ninja output:", header]).diagnosis.category == (
@@ -1565,3 +1578,19 @@ def test_a_failed_jit_build_is_told_by_the_compilers_first_error_not_by_the_buil
         ]
     )
     assert linked.diagnosis.category == "import_dependency_error" and linked.diagnosis.line == 2
+
+
+def test_gloos_connection_report_at_info_is_no_failure() -> None:
+    # constructed after gloo's transport/tcp/context.cc (torch 2.13, TORCH_GLOO_LAZY_INIT=1): every rank reports the
+    # peers it has not connected to yet, at INFO, on a start that then succeeds
+    report = diagnose_log(
+        [
+            "[2026-01-10 10:00:01] Init torch distributed begin.",
+            "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:243] INFO Rank 1 is connected to 0. "
+            "Expected number of connected peers is: 2",
+            "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:254] INFO Rank 1 is NOT connected "
+            "to: [0, 2]",
+            "[2026-01-10 10:00:05] Load weight begin. avail mem=70.00 GB",
+        ]
+    )
+    assert report.outcome == "not_ready"

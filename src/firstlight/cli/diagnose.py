@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from firstlight.cli.common import console, fail, print_diagnosis
 
@@ -95,5 +96,7 @@ def show_explanation(report: "Report") -> None:
     for column in ("line", "score", "category", "why", "text"):
         table.add_column(column, no_wrap=column in ("line", "score"))
     for c in explained:
-        table.add_row(str(c["line"]), f"{c['score']:.3f}", c["category"], "; ".join(c["why"]), c["text"][:160])
+        # a log line is text, not markup (`[/path/context.cc:243]` reads as a closing tag)
+        why, text = escape("; ".join(c["why"])), escape(c["text"][:160])
+        table.add_row(str(c["line"]), f"{c['score']:.3f}", c["category"], why, text)
     out.print(table)

@@ -10,7 +10,8 @@ so with `on_newer_gpu`, the category they take on such a GPU.
 
 Where a log names the GPU: PyTorch's compatibility warning (`NVIDIA GeForce RTX 5090 with CUDA capability
 sm_120`), vLLM's kernel choice (`current compute capability is 120`), llama.cpp's device list (`Device 0: NVIDIA
-GB10, compute capability 12.1, VMM: yes`), nvidia-smi's table and an engine's device line (the GPU's name).
+GB10, compute capability 12.1, VMM: yes`), vLLM's symmetric-memory check (`Device capability 12.1 not supported`),
+nvidia-smi's table and an engine's device line (the GPU's name).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 NEWER_GPU = re.compile(
     r"\b(?:RTX 50[5-9]0(?: Ti)?|RTX PRO \d{4}|GB10|G?B[123]00|DGX Spark|Jetson (?:AGX )?Thor)\b"
     r"|\bcapability sm_?(?:1[0-2]\d)\b"
-    r"|\b(?:current|[Dd]evice) (?:device )?(?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
+    r"|\b(?:current(?: device)?|[Dd]evice) (?:compute )?capability(?: is|:)? ?(?:1[0-2]\d|1[0-2]\.\d)\b"
     r"|\bcompute capability 1[0-2]\.\d, VMM"
 )
 

@@ -17,7 +17,7 @@ QUIET_LEVEL = re.compile(
     r"|^(?:[\w.-]+\s+\|\s+)?\[rank\d+\]:\[[WI]\d"  # PyTorch's c10d warnings and infos under their rank prefix
     r"|(?:^|\s)level=(?i:info|warn(?:ing)?|debug)\b"  # Go's slog (Ollama) and logrus (`level=warning`) text records
     # vLLM's level and clock glued to another process's output that was cut mid-line (`(VllmINFO 04-18 14:10:22 ...`)
-    r"|[A-Za-z)](?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d\b"
+    r"|^\W*\w{1,40}(?:INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d\b"
     # a logger without levels (SGLang's `[time] message`) whose message calls itself a warning
     r"|^\[[^\]]{1,60}\]\s*Warning: "
 )
@@ -67,7 +67,7 @@ PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: [A-Z]\w*Warning: ")
 
 def states_error(line: str) -> bool:
     """The line states an error in words (an error level, `error:`), other than a Python warning's words."""
-    return ERROR_MESSAGE.search(line) is not None and PYTHON_WARNING.match(line) is None
+    return ERROR_MESSAGE.search(line) is not None and PYTHON_WARNING.match(strip_line_prefix(line)) is None
 
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,

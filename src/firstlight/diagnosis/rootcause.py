@@ -265,7 +265,8 @@ class RootCauseFinder:
         if self.wrappers_rx.search(line) and not names_its_cause(line, best):
             return "wrapper"
         exc = EXCEPTION_LINE.search(line)
-        if best is not None and best.plain and not (exc or error_level or states_error(line)):
+        stated = error_level or states_error(line)
+        if best is not None and best.plain and not (exc or stated):
             best = None  # plain words name a cause only where the line states an error (not in a note or a warning)
         reasons: list[str] = []
         if best is not None:
@@ -278,7 +279,7 @@ class RootCauseFinder:
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
-        elif error_level or states_error(line):
+        elif stated:
             score = ERROR_LEVEL
             reasons.append("the message of a panic" if told else "an error-level line")
         else:

@@ -136,22 +136,24 @@ SCHEDULER_FAILED = compile_all(
 SGLANG = EngineAdapter(
     name="sglang",
     build_argv=build_argv,
-    phases=phase_rules(
-        ("distributed_init", r"Init (torch distributed|parallel) begin|sglang is using nccl=="),
-        (
-            "weights_loading",
-            r"Load weight begin\.|Loading safetensors checkpoint shards|Multi-thread loading shards",
+    phases=(
+        *phase_rules(
+            ("distributed_init", r"Init (torch distributed|parallel) begin|sglang is using nccl=="),
+            (
+                "weights_loading",
+                r"Load weight begin\.|Loading safetensors checkpoint shards|Multi-thread loading shards",
+            ),
+            ("weights_loaded", r"Load weight end\."),
+            ("kv_cache_allocated", r"KV Cache is allocated\.|Memory pool end\."),
+            # Ascend builds capture "npu graph"
+            ("cuda_graph_capture", r"Capture .*(cuda|CUDA|npu|NPU) graph begin"),
+            ("cuda_graph_done", r"Capture .*(cuda|CUDA|npu|NPU) graph end"),
+            ("http_listening", r"Uvicorn running on |Application startup complete\."),
+            ("warmup_done", r"\"POST /generate HTTP/1\.1\" 200"),
         ),
-        ("weights_loaded", r"Load weight end\."),
-        ("kv_cache_allocated", r"KV Cache is allocated\.|Memory pool end\."),
-        # Ascend builds capture "npu graph"
-        ("cuda_graph_capture", r"Capture .*(cuda|CUDA|npu|NPU) graph begin"),
-        ("cuda_graph_done", r"Capture .*(cuda|CUDA|npu|NPU) graph end"),
-        ("http_listening", r"Uvicorn running on |Application startup complete\."),
-        ("warmup_done", r"\"POST /generate HTTP/1\.1\" 200"),
-    )
-    # piecewise CUDA graphs (default from 0.5.x) compile inside the capture, after the KV cache
-    + aside_rules(("torch_compile", r"Compiling a graph for dynamic shape takes|Compiling num tokens \(")),
+        # piecewise CUDA graphs (default from 0.5.x) compile inside the capture, after the KV cache
+        *aside_rules(("torch_compile", r"Compiling a graph for dynamic shape takes|Compiling num tokens \(")),
+    ),
     progress=progress_rules(
         (
             "weights_loading",
