@@ -62,7 +62,8 @@ ERROR_MESSAGE = re.compile(
 
 # Python's warnings module (`path.py:106: UserWarning: message`): its words may say "error" (`... may report error in
 # max-autotune mode: ...`) without stating one. Not quiet: a warning that the GPU is not supported is a named cause.
-PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: [A-Z]\w*Warning: ")
+PYTHON_WARNING_TEXT = r"\.py:\d+: [A-Z]\w*Warning: "
+PYTHON_WARNING = re.compile(r"^\S+" + PYTHON_WARNING_TEXT)
 
 
 def states_error(line: str) -> bool:

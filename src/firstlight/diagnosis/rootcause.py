@@ -265,8 +265,7 @@ class RootCauseFinder:
         if self.wrappers_rx.search(line) and not names_its_cause(line, best):
             return "wrapper"
         exc = EXCEPTION_LINE.search(line)
-        stated = error_level or states_error(line)
-        if best is not None and best.plain and not (exc or stated):
+        if best is not None and best.plain and not (exc or error_level or states_error(line)):
             best = None  # plain words name a cause only where the line states an error (not in a note or a warning)
         reasons: list[str] = []
         if best is not None:
@@ -279,7 +278,7 @@ class RootCauseFinder:
         elif exc:
             score = GENERIC_EXCEPTION if (exc.group("msg") or "").strip() else BARE_EXCEPTION
             reasons.append("a generic exception" if score == GENERIC_EXCEPTION else "a bare exception, no message")
-        elif stated:
+        elif error_level or states_error(line):
             score = ERROR_LEVEL
             reasons.append("the message of a panic" if told else "an error-level line")
         else:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 
+from firstlight.diagnosis.levels import PYTHON_WARNING_TEXT
 from firstlight.logs import log_time
 
 _CLOCK = re.compile(r"(\d\d):(\d\d):(\d\d)")
 # Not where a start-up stopped: a Python warning (`file.py:254: UserWarning: msg`, then its source line
 # `  warnings.warn(...)`; often printed at exit), a progress bar that has not begun (`0/58 [00:00<?`: the step it
 # belongs to began on the line before)
-_NOT_PROGRESS = re.compile(r"\.py:\d+: [A-Z]\w*Warning: |^\s*warnings\.warn\(|\b0/\d+ \[00:00<")
+_NOT_PROGRESS = re.compile(PYTHON_WARNING_TEXT + r"|^\s*warnings\.warn\(|\b0/\d+ \[00:00<")
 
 
 def left_behind(line: str) -> bool:
