@@ -26,6 +26,29 @@ def test_category_and_root_cause_line(case: dict) -> None:
     assert report.diagnosis.remedy
 
 
+RELAYS = {
+    "docker compose": lambda n: "vllm-server-1  | ",
+    "kubectl --timestamps": lambda n: f"2026-04-03T17:38:{n % 60:02d}.123456789Z ",
+    "journald (iso)": lambda n: f"2026-04-03T17:38:{n % 60:02d}+0000 gpu-node-3 vllm[4123]: ",
+    "syslog": lambda n: f"Apr  3 17:38:{n % 60:02d} gpu-node-3 vllm[4123]: ",
+    "pm2": lambda n: "0|vllm     | ",
+}
+
+
+@pytest.mark.parametrize("relay", list(RELAYS))
+def test_a_relayed_log_is_read_as_the_engine_wrote_it(relay: str, tmp_path) -> None:
+    """Every corpus log, each line behind the prefix of what carried it to the file (constructed from the real
+    logs): the same category and the same line, its prefix kept."""
+    prefix = RELAYS[relay]
+    for case in INDEX:
+        lines = (CORPUS / f"{case['id']}.log").read_bytes().decode("utf-8", "replace").split("\n")
+        relayed = tmp_path / f"{case['id']}.log"
+        relayed.write_text("\n".join(prefix(n) + line if line else line for n, line in enumerate(lines)))
+        d = diagnose_file(relayed).diagnosis
+        assert d is not None and d.category == case["category"], case["id"]
+        assert d.root_cause_line.strip().endswith(case["root_cause_line"].strip()), case["id"]
+
+
 def test_json_output_shape() -> None:
     res = firstlight("diagnose", str(CORPUS / "004.log"), "--json", timeout=60)
     assert res.returncode == 1

@@ -359,6 +359,12 @@ NCCL version 2.21.5+cuda12.4
     report = diagnose_text(log)
     assert report.outcome == "not_ready" and report.last_phase == "distributed_init"
     assert report.diagnosis.root_cause_line == "NCCL version 2.21.5+cuda12.4"
+    # docker compose prefixes even the empty segment a progress bar's `\r` leaves: that is no line the log has
+    relayed = (
+        "".join(f"sglang-1  | {line}\n" for line in log.splitlines())
+        + "sglang-1  | \r  0%|          | 0/1 [00:00<?, ?it/s]\n"
+    )
+    assert diagnose_text(relayed).diagnosis.root_cause_line == "sglang-1  | NCCL version 2.21.5+cuda12.4"
 
 
 @pytest.mark.parametrize(
@@ -1443,6 +1449,10 @@ def test_warnings_said_in_words_or_glued_to_another_process_are_quiet() -> None:
     assert not states_error(f"(EngineCore_DP0 pid=1) {warning}")  # under vLLM V1's process prefix too
     # vLLM's level and clock after another process's output that was cut mid-line
     assert is_quiet("(VllmINFO 04-18 14:10:22 ray_utils.py:214] Waiting for creating a placement group of specs")
+    # behind what relayed the log (docker compose, kubectl --timestamps) too
+    assert is_quiet("sglang-1  | [2025-12-23 01:53:59] Warning: User-specified context_length (65536) is greater")
+    assert is_quiet("2026-04-03T17:38:57.123Z (VllmINFO 04-18 14:10:22 ray_utils.py:214] Waiting for creating a")
+    assert not is_quiet("vllm-1  | ERROR 04-18 14:10:22 [core.py:1] WARNING: the engine failed")
     # an error cut mid-word by that output keeps its level (from a review: an OOM read as quiet before)
     assert not is_quiet(
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 79.19 "

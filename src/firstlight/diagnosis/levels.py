@@ -7,6 +7,7 @@ import re
 
 from firstlight.diagnosis.signatures import EXCEPTION_LINE
 from firstlight.engines import strip_line_prefix
+from firstlight.logs import without_relay
 
 QUIET_LEVEL = re.compile(
     r"^\W*(?:\(\w[\w-]* pid=\d+(?:, ip=[\d.]+)?\)\s*)?(?:INFO|WARNING|WARN|DEBUG)\b"
@@ -30,8 +31,13 @@ RELAYED_ERROR = re.compile(
 
 
 def is_quiet(line: str) -> bool:
-    """Logged at INFO, WARNING or DEBUG, and not an error relayed at a tool's own INFO."""
-    return QUIET_LEVEL.search(line) is not None and RELAYED_ERROR.search(line) is None
+    """Logged at INFO, WARNING or DEBUG (also behind what relayed the log: docker compose's `vllm-1  | `,
+    kubectl's clock), and not an error relayed at a tool's own INFO."""
+    if QUIET_LEVEL.search(line) is None:
+        engines_own = without_relay(line)
+        if engines_own is line or QUIET_LEVEL.search(engines_own) is None:
+            return False
+    return RELAYED_ERROR.search(line) is None
 
 
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,

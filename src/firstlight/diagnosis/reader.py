@@ -19,7 +19,7 @@ from firstlight.diagnosis.rootcause import Candidate, RootCauseFinder
 from firstlight.diagnosis.signatures import SIGTERM_EXIT, TRACEBACK_HEADER, signatures_by_id
 from firstlight.diagnosis.stall import left_behind, same_run, seconds, stall
 from firstlight.engines import ENGINES, EngineAdapter, any_clock
-from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time
+from firstlight.logs import PhaseMachine, PhaseRule, fold_digits, iter_lines, log_time, without_relay
 
 DETECT_LINES = 2000
 # An error the launch went on past: a phase entered this long after it (by the log's own clock) shows the engine
@@ -161,7 +161,8 @@ def _diagnose(engine: str, head: list[tuple[int, str]], it: Iterator[tuple[int, 
                 phases.append(PhaseSeen(ev.phase, line_no, ev.log_time, ev.aside, _process(text)))
         elif not served and machine.current == "ready" and _generated(text):
             served = line_no
-        kept = (ev is not None and ev.entered) or not left_behind(text)  # a phase's own line is where it got to
+        # a phase's own line is where it got to; a relay's prefix alone (docker compose's `vllm-1  |`) is a blank line
+        kept = (ev is not None and ev.entered) or (not left_behind(text) and bool(without_relay(text).strip()))
         if kept:
             last_line = (line_no, text)
         if ev is not None or (kept and not same_run(shape, run_shape)):

@@ -13,7 +13,7 @@ import re
 from functools import cache
 
 from firstlight.engines.base import EngineAdapter, MultiNode
-from firstlight.logs import GENERIC_CLOCK
+from firstlight.logs import GENERIC_CLOCK, RELAY_PREFIX
 
 # Where several engines' fingerprints tie, the earlier wins; modules not listed follow alphabetically.
 PREFERRED_ORDER = ("vllm", "sglang", "transformers")
@@ -41,11 +41,12 @@ def get_engine(name: str) -> EngineAdapter:
 
 @cache
 def _any_line_prefix() -> re.Pattern[str]:
-    # Indentation, box-drawing pipes and torch.distributed's rank tag come before any engine's own prefix.
-    # syslog's `Apr  3 17:38:57 host unit[pid]: ` too (a systemd service's log read from /var/log/syslog)
-    syslog = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s*"
-    prefixes = [r"[\s|]+", r"\[rank\d+\]:\s*", syslog]
+    # Indentation, box-drawing pipes and torch.distributed's rank tag come before any engine's own prefix, and
+    # what relayed the log (syslog, kubectl, docker compose: logs.RELAY_PREFIX) before them; the relay's last, so
+    # that an engine's own prefix that begins with a clock (TGI's) is read whole
+    prefixes = [r"[\s|]+", r"\[rank\d+\]:\s*"]
     prefixes += [a.line_prefix.pattern for a in ENGINES.values() if a.line_prefix is not None]
+    prefixes.append(RELAY_PREFIX)
     return re.compile("^(?:" + "|".join(f"(?:{p})" for p in prefixes) + ")")
 
 

@@ -5,7 +5,7 @@ below all three and imports none of them.
 """
 
 from firstlight.logs.follow import LogFollower
-from firstlight.logs.lines import LineSplitter, fold_digits, iter_lines
+from firstlight.logs.lines import RELAY_PREFIX, LineSplitter, fold_digits, iter_lines, without_relay
 from firstlight.logs.phases import (
     GENERIC_CLOCK,
     PHASE_INDEX,
@@ -24,6 +24,7 @@ __all__ = [
     "GENERIC_CLOCK",
     "PHASES",
     "PHASE_INDEX",
+    "RELAY_PREFIX",
     "LineSplitter",
     "LogFollower",
     "PhaseEvent",
@@ -36,4 +37,5 @@ __all__ = [
     "log_time",
     "phase_rules",
     "progress_rules",
+    "without_relay",
 ]

@@ -14,6 +14,22 @@ _DIGITS = re.compile(r"\d+")
 # also as rsyslog writes them to /var/log/syslog (#033[1;36m: control characters escaped in octal)
 _ANSI = re.compile(rb"(?:\x1b|#033)\[[0-9;?]*[A-Za-z]")
 
+# What carried a log from the engine to the file may put its own prefix before the engine's: syslog and journald
+# (`Apr  3 17:38:57 host unit[pid]: `, `2026-04-03T17:38:57+0000 host unit[pid]: `), kubectl --timestamps and CI
+# runners (`2026-04-03T17:38:57.123456789Z `), docker compose (`vllm-1  | `), pm2 (`0|vllm  | `).
+_SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s*"
+RELAY_PREFIX = (
+    rf"{_SYSLOG}|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:[\w.-]+ [\w.@/-]+\[\d+\]:\s*)?"
+    r"|[\w.-]+-\d+\s+\|(?:\s|$)|\d+\|[\w.-]+\s*\|(?:\s|$)"
+)
+_RELAYED = re.compile(f"^(?:{RELAY_PREFIX})+")
+
+
+def without_relay(line: str) -> str:
+    """The line as the engine wrote it, without the prefixes a log collector or a terminal tool put before it."""
+    m = _RELAYED.match(line)
+    return line[m.end() :] if m else line
+
 
 def _text(segment: bytes) -> str:
     if b"\x1b" in segment or b"#033[" in segment:
