@@ -26,7 +26,12 @@ and Mooncake; git histories, and a code index for PyTorch and Ray), added the me
 category that reading gave them. An eighth reading (2026-12-01), of the launchers around the engines (GPUStack,
 Xinference, KServe, LocalAI, RamaLama, OpenLLM) and smaller engines (mistral.rs, candle, KTransformers, ExLlamaV2,
 TabbyAPI, MLC-LLM, Aphrodite, vllm-ascend, ik_llama.cpp, ipex-llm; their git trees of 2025-2026), added those
-diagnose places in the category that reading gave them.
+diagnose places in the category that reading gave them. A ninth reading (2026-12-03), of the kernel, quantization
+and platform libraries under the engines (flash-attention 2-4, FlashMLA, sgl-kernel, Triton 3.1-3.9, bitsandbytes,
+GPTQModel, AutoAWQ, ModelOpt, Quark, compressed-tensors, xgrammar, llguidance, LMCache, NIXL, fbgemm_gpu; aiter, HIP
+and amdsmi on ROCm, torch_npu, vllm-ascend, vllm-gaudi, tpu-inference, vllm-spyre, MLX and mlx-lm, torch-xpu-ops;
+their git trees, or their PyPI wheels where the tree was too large), added 191 messages, 151 of them diagnosed in
+the category that reading gave them (40 were not before it, and were recorded as they are).
 The rendered lines are constructed from the templates.
 
 Most must come out in their category. Where diagnose says something else on purpose the entry records it in

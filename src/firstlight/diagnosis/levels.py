@@ -58,6 +58,7 @@ ERROR_MESSAGE = re.compile(
     r"|\d(?:Z|[+-]\d\d:?\d\d)?\s+(?:ERROR|FATAL)\s+[\w.-]+(?:::[\w.-]+)*:\s+\S"
     r"|^\[[\w-]+ (?:ERROR|FATAL) \S+:\d+\]\s*\S"  # protobuf's and abseil's `[libprotobuf ERROR file.cc:335] msg`
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
+    r"|^\s*\[Error\]: \S"  # torch_npu's table of what an NPU error code means (`[Error]: The device is unavailable.`)
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
     r"|^\S+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp|metal):\d+:\d+: (?:fatal )?error: \S"  # a compiler's diagnostic

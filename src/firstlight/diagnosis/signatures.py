@@ -209,6 +209,8 @@ GENERIC_WRAPPERS = (
     # vLLM's and SGLang's model registry inspect a model in a subprocess and report only that it failed (or raise
     # `RuntimeError: Error raised in subprocess:` with the subprocess's own error on the lines after it)
     r"failed to be inspected\. Please check the logs|Error raised in subprocess:\s*$|"
+    # a kernel library's summary of the error it printed before (Triton's MLIR, FlashMLA, aiter's JIT, torch_npu's ACL)
+    r"PassManager::run failed|See message above for details|PTA call acl api failed|\] build \[\w+\] under \S+ failed|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
     + SIGTERM_EXIT
     + f"|{PANIC_HEADER}|"

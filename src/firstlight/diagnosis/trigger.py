@@ -47,7 +47,10 @@ _TRIGGER_WORDS = re.compile(
     r"\bonly\b[^.]{0,40}\bsupport|"
     r"please install|(is|are) missing|not implemented|\bout of (\w+ ){0,2}(memory|vram|ram)\b|"
     r"\bor (less|lower|older|earlier|greater|higher|newer|later)\b|"
-    r"\b(not|isn.t|aren.t) (yet )?(supported|recogni[sz]ed|implemented)\b"
+    r"\b(not|isn.t|aren.t) (yet )?(supported|recogni[sz]ed|implemented)\b|"
+    r"no plugins available|and above|headdim is different|currently supported|get_vocab method|without gpu support|"
+    r"not installed|expected tpu devices|compression config of type|parameters not in model|missing \d+ parameters|"
+    r"no gfx arch"
 )
 _TRIGGER_CASED = re.compile(r"SSL|\b[EF]\d{4} \d\d:\d\d|\bCANN\b")
 
