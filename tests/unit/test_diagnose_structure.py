@@ -1604,3 +1604,73 @@ def test_gloos_connection_report_at_info_is_no_failure() -> None:
         ]
     )
     assert report.outcome == "not_ready"
+
+
+def test_a_cpp_exceptions_message_and_a_failed_assert_are_error_lines() -> None:
+    # constructed after llama.cpp's uncaught exception and glibc's assert() as Triton's MLIR passes print them
+    report = diagnose_log(
+        [
+            "main: model loaded",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+            "  what():  this custom template is not supported",
+            "Aborted (core dumped)",
+        ]
+    )
+    assert report.outcome == "failed" and report.diagnosis.line == 3
+    assert report.diagnosis.category == "invalid_config"
+    assert states_error(
+        "python3: /project/lib/Dialect/TritonGPU/Transforms/AccelerateMatmul.cpp:42: int f(int): "
+        'Assertion `false && "computeCapability not supported"\' failed.'
+    )
+
+
+@pytest.mark.parametrize(
+    ("death", "category"), [("Segmentation fault: 11", "unknown"), ("Illegal instruction: 4", "hardware_unsupported")]
+)
+def test_a_macos_shells_notice_of_a_signal_is_a_death(death: str, category: str) -> None:
+    report = diagnose_log(["llama_model_loader: loaded meta data with 19 key-value pairs", death])
+    assert report.outcome == "failed" and report.diagnosis.category == category
+
+
+def test_a_line_that_states_an_error_is_no_settings_dump() -> None:
+    specs = ", ".join("{'GPU': 1.0}" for _ in range(8))
+    assert not is_settings_dump(f"Error: Cannot provide a placement group of placement_group_specs=[{specs}]")
+    assert is_settings_dump(f"INFO 04-16 03:18:29 [ray_utils.py:233] Waiting for a placement group of specs=[{specs}]")
+
+
+def test_a_python_warning_of_another_cause_is_no_link_of_the_chain() -> None:
+    # constructed after a CPU build's log: a warning about an unrelated library before the op that is missing
+    report = diagnose_log(
+        [
+            "/py/site-packages/oneccl_bindings_for_pytorch/__init__.py:25: UserWarning: Warning: Cannot load xpu CCL "
+            "due to /py/liboneccl_bindings_for_pytorch_xpu.so: cannot open shared object file: No such file or directory",
+            "  warnings.warn(f'Warning: Cannot load xpu CCL. {e}')",
+            "ERROR 01-21 08:44:44 _custom_ops.py:61] Error in calling custom op gptq_marlin_repack: '_OpNamespace' '_C' "
+            "object has no attribute 'gptq_marlin_repack'",
+        ]
+    )
+    assert report.diagnosis.line == 3 and report.diagnosis.category == "library_version_mismatch"
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 1.",
+        "/src/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:70: ROCm error",
+    ],
+)
+def test_a_summary_printed_around_the_error_is_a_wrapper(wrapper: str) -> None:
+    # constructed: ggml's abort may be printed before its own message (stdout and stderr buffered apart)
+    report = diagnose_log([wrapper, "ROCm error: CUBLAS_STATUS_INTERNAL_ERROR", "Aborted (core dumped)"])
+    assert report.diagnosis.root_cause_line == "ROCm error: CUBLAS_STATUS_INTERNAL_ERROR"
+
+
+def test_an_optional_part_said_lost_is_carried_on_from() -> None:
+    report = diagnose_log(
+        [
+            "Failed to import nixl: No module named 'nixl'. NixlRelay will not work. Install with: pip install nixl",
+            "ValueError: Cannot find model module. 'Cosmos3ForConditionalGeneration' is not a registered model in the "
+            "Transformers library",
+        ]
+    )
+    assert report.diagnosis.line == 2 and report.diagnosis.category == "model_arch_unsupported"

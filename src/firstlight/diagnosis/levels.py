@@ -59,6 +59,8 @@ ERROR_MESSAGE = re.compile(
     r"|^\[[\w-]+ (?:ERROR|FATAL) \S+:\d+\]\s*\S"  # protobuf's and abseil's `[libprotobuf ERROR file.cc:335] msg`
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
     r"|^\s*\[Error\]: \S"  # torch_npu's table of what an NPU error code means (`[Error]: The device is unavailable.`)
+    r"|^\s*what\(\):\s+\S"  # an uncaught C++ exception's message, under `terminate called after throwing ...`
+    r"|: Assertion `.{1,300}' failed\.?\s*$"  # glibc's assert(): `prog: file.cpp:42: func: Assertion `expr' failed.`
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
     r"|^\S+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp|metal):\d+:\d+: (?:fatal )?error: \S"  # a compiler's diagnostic
@@ -75,17 +77,25 @@ PYTHON_WARNING = re.compile(r"^\S+" + PYTHON_WARNING_TEXT)
 
 def states_error(line: str) -> bool:
     """The line states an error in words (an error level, `error:`), other than a Python warning's words."""
-    return ERROR_MESSAGE.search(line) is not None and PYTHON_WARNING.match(strip_line_prefix(line)) is None
+    return ERROR_MESSAGE.search(line) is not None and not is_python_warning(line)
+
+
+def is_python_warning(line: str) -> bool:
+    """The line is a warning of Python's warnings module (`path.py:106: UserWarning: message`), under any prefix."""
+    return "Warning: " in line and PYTHON_WARNING.match(strip_line_prefix(line)) is not None
 
 
 # A line that says the program carries on past what it reports (`Skipping import of cpp extensions: ...`,
 # `... Falling back to regular HTTP download`, torchvision's `... you can ignore this warning`, llama.cpp's
-# `flash_attn is not supported with ... - forcing off`, a bare `FlashAttention is not installed.`): a cause only if
+# `flash_attn is not supported with ... - forcing off`, a bare `FlashAttention is not installed.`, `... all custom ops
+# will be disabled`, `Failed to import nixl: ... NixlRelay will not work.`): a cause only if
 # nothing that stopped the launch is found.
 CARRIES_ON = re.compile(
     r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|will ignore|defaulting to|continuing without|"
     r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by|"
-    r"forcing (it )?off|forcing \w+ (off|to \w+))\b"
+    r"forcing (it )?off|forcing \w+ (off|to \w+)|will be disabled)\b"
+    # an optional part said to be lost with what failed (`Failed to import nixl: ... NixlRelay will not work.`)
+    r"|\bwill not work\.(?:\s|$)"
     # an optional kernel library announced missing, the statement alone on its line (InternVL's and other remote
     # code's `FlashAttention is not installed.`): the model then runs without it; a launch it stops raises instead
     r"|^\s*(?i:flash[-_ ]?attn|flash[-_ ]?attention\w*|xformers|apex) (is|are) not installed\.?\s*$"
@@ -103,13 +113,14 @@ _RECORD_HEADER = re.compile(r"\btime=\S+ level=\w+ source=\S+ ")
 def is_settings_dump(line: str) -> bool:
     """A configuration dump or an argument echo (`Initializing a V1 LLM engine ... with config: ...`,
     `server_args=ServerArgs(...)`, `Starting ... with args: ['--trust-remote-code', ...]`): not a cause,
-    unless it is an exception's own message (pydantic puts the rejected settings after the reason) or an NSError's
+    unless it is an exception's own message (pydantic puts the rejected settings after the reason), a line at an
+    error level (vLLM's `Error: Cannot provide a placement group of placement_group_specs=[{...}]`), or an NSError's
     description (`Error Domain=X Code=N "..." UserInfo={K=V, ...}`: macOS and Metal errors with their details). A
     structured record's header keys do not count: Ollama's `level=ERROR ... msg=... model=... error=...` is one
     error."""
     if line.count("=") + line.count("': ") + line.count("--") < DUMP_SETTINGS:
         return False  # the cheap count spares the regex for most lines
-    if "error, " in line or "Error Domain=" in line:
+    if "error, " in line or "Error Domain=" in line or (states_error(line) and not is_quiet(line)):
         return False
     line = _RECORD_HEADER.sub("", line, count=1)
     return len(_SETTING.findall(line)) >= DUMP_SETTINGS and not EXCEPTION_LINE.search(line)

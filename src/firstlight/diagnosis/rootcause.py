@@ -9,7 +9,8 @@ Ranking, highest first:
    a more specific line of the same cause follows within DETAIL_SPAN lines (a message and its detail:
    NCCL's "Last error:" line, pydantic's field line), and among equals the earliest: in a chain of
    exceptions the first is the cause, a rank that fails first is the one that made the others fail, and a
-   warning that a GPU is not supported comes before the kernel that then cannot run on it. A failure that follows
+   warning that a GPU is not supported comes before the kernel that then cannot run on it (a Python warning of another
+   cause than the strongest's is no link of its chain: the program went on past it). A failure that follows
    from an earlier line (causes.py) is told by that line, and a message wrapped on its way up by where it was
    first stated.
 4. an error the engine says it ignores, or carries on past, ranks below every error it did not.
@@ -28,7 +29,14 @@ from collections import deque
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_warning, first_statement, raised_below
 from firstlight.diagnosis.frames import TracebackPlace
-from firstlight.diagnosis.levels import CARRIES_ON, IgnoredMessage, is_quiet, is_settings_dump, states_error
+from firstlight.diagnosis.levels import (
+    CARRIES_ON,
+    IgnoredMessage,
+    is_python_warning,
+    is_quiet,
+    is_settings_dump,
+    states_error,
+)
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
     NAMES_AN_ARGUMENT,
@@ -329,7 +337,14 @@ class RootCauseFinder:
         if top.signature is None:
             return self._first_statement(cause_behind(top, found) or top, found)
         floor = top.score - CAUSAL_BAND
-        band = [c for c in found if c.signature is not None and c.quiet == top.quiet and c.score >= floor]
+        band = [
+            c
+            for c in found
+            if c.signature is not None
+            and c.quiet == top.quiet
+            and c.score >= floor
+            and (c.category == top.category or not is_python_warning(c.line))
+        ]
         first = min(band, key=lambda c: c.line_no)
         details = [
             c

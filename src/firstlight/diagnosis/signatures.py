@@ -175,9 +175,11 @@ TRACEBACK_HEADER = (
 # A line that says a process died (not that it was stopped: SIGTERM is someone ending it). After the engine's ready
 # line it means the server no longer serves, whatever the cause above it was.
 LM_STUDIO_EXIT = r"\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime says only how it ended
+# macOS's shells name the signal a child died of by its number (`Segmentation fault: 11`, `Illegal instruction: 4`)
+MACOS_SHELL_DEATH = r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction|Killed): \d+\s*$"
 PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
-    rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}"
+    rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}|{MACOS_SHELL_DEATH}"
 )
 # A wrapper that quotes the error its worker failed with (vLLM's `RuntimeError: Worker failed with error 'Could not
 # find nvcc ...', please check the stack trace above for the root cause`; Ollama's `llama runner process has
@@ -211,10 +213,10 @@ GENERIC_WRAPPERS = (
     r"failed to be inspected\. Please check the logs|Error raised in subprocess:\s*$|"
     # a kernel library's summary of the error it printed before (Triton's MLIR, FlashMLA, aiter's JIT, torch_npu's ACL)
     r"PassManager::run failed|See message above for details|PTA call acl api failed|\] build \[\w+\] under \S+ failed|"
+    # a rank that calls MPI_Abort after its own error (mpi4py's excepthook, TensorRT-LLM's executor): Open MPI's notice
+    r"MPI_ABORT was invoked on rank \d+|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
-    + SIGTERM_EXIT
-    + f"|{PANIC_HEADER}|"
-    + TRACEBACK_HEADER
+    rf"{MACOS_SHELL_DEATH}|" + SIGTERM_EXIT + f"|{PANIC_HEADER}|" + TRACEBACK_HEADER
 )
 
 

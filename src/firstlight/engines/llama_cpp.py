@@ -89,6 +89,9 @@ LLAMA_CPP = EngineAdapter(
         # the summary only: "llama_model_loader: failed to load model from PATH" carries its own reason
         r"\b\w+: (error: )?failed to (load model|create.?context with model)(,? '[^']*')?\s*$",
         r"common_fit_params: encountered an error while trying to fit params",
+        # ggml_cuda_error aborts with only the backend's name (`ggml-cuda.cu:70: CUDA error`) after logging the error
+        # itself (`CUDA error: out of memory`, `ROCm error: CUBLAS_STATUS_INTERNAL_ERROR`); buffering may print it first
+        r"ggml-cuda\.cu:\d+: (?:CUDA|ROCm|MUSA|HIP) error\s*$",
     ),
     error_line=re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3} E "),
     line_prefix=re.compile(r"\d+\.\d{2}\.\d{3}\.\d{3} [IWED] (?:(?:srv|slot|cmn|spec) +)?"),  # 0.00.045.459 I srv
