@@ -1674,3 +1674,15 @@ def test_an_optional_part_said_lost_is_carried_on_from() -> None:
         ]
     )
     assert report.diagnosis.line == 2 and report.diagnosis.category == "model_arch_unsupported"
+
+
+def test_a_traceback_cut_off_under_an_assert_is_told_by_it() -> None:
+    # constructed after a pasted vLLM traceback that stops at the frame's source line
+    report = diagnose_log(
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/vllm/lib64/python3.12/site-packages/vllm/model_executor/models/mllama.py", line 1392, in forward',
+            "    assert actual_len >= last_group_len",
+        ]
+    )
+    assert report.outcome == "failed" and report.diagnosis.root_cause_line == "    assert actual_len >= last_group_len"

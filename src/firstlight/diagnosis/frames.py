@@ -63,12 +63,16 @@ class TracebackPlace:
         return self.code
 
     def cut_off_raise(self) -> tuple[int, str, str] | None:
-        """A traceback left open under a `raise X("message")` (the log ended before its exception line): the raise
-        statement's line number, its text, and the exception line it stands for (`X: message`)."""
+        """A traceback left open under a `raise X("message")` or an `assert` (the log ended before its exception
+        line): the statement's line number, its text, and the exception line it stands for (`X: message`,
+        `AssertionError: <the assert statement>`, as a bare AssertionError is read)."""
         if self.frame is None or self.code is None:
             return None
         line_no, code = self.code
-        raised = _RAISE_CALL.match(strip_line_prefix(code))
+        statement = strip_line_prefix(code).strip()
+        if statement.startswith("assert "):
+            return line_no, code, f"AssertionError: {statement}"
+        raised = _RAISE_CALL.match(statement)
         if raised is None:
             return None
         return line_no, code, f"{raised['exc']}: {raised['msg']}"

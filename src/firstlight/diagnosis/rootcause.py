@@ -152,8 +152,8 @@ class RootCauseFinder:
         self._recent.append(line)
 
     def finish(self) -> None:
-        """The log ended inside a traceback whose last frame shows a `raise` with its message, and no exception line
-        after it (a paste cut short): that statement says what the exception would have."""
+        """The log ended inside a traceback whose last frame shows a `raise` with its message (or an `assert`), and no
+        exception line after it (a paste cut short): that statement says what the exception would have."""
         cut_off = self._traceback.cut_off_raise()
         if cut_off is None:
             return
@@ -161,7 +161,7 @@ class RootCauseFinder:
         cand = self._candidate(line_no, stated, fold_digits(stated))
         if cand is not None:
             cand.line, cand.before, cand.after = code, self._before_code, []
-            cand.reasons = (*cand.reasons, "the raise statement a traceback cut off before its exception line shows")
+            cand.reasons = (*cand.reasons, "the statement a traceback cut off before its exception line shows")
 
     def _candidate(
         self, line_no: int, line: str, shape: str, ignored: bool = False, told: bool = False
