@@ -1686,3 +1686,44 @@ def test_a_traceback_cut_off_under_an_assert_is_told_by_it() -> None:
         ]
     )
     assert report.outcome == "failed" and report.diagnosis.root_cause_line == "    assert actual_len >= last_group_len"
+
+
+def test_an_error_said_at_the_start_of_its_line_is_one_behind_a_relay_too() -> None:
+    # constructed: llama.cpp's uncaught exception and torch_npu's error table under docker compose's prefix
+    report = diagnose_log(
+        [
+            "llama-server-1  | terminate called after throwing an instance of 'std::length_error'",
+            "llama-server-1  |   what():  vector::_M_default_append",
+            "llama-server-1  | Aborted (core dumped)",
+        ]
+    )
+    assert report.diagnosis.line == 2
+    assert states_error("vllm_1  | [Error]: Invalid device ID.")
+
+
+def test_hips_queue_out_of_resources_is_no_out_of_memory_by_its_words() -> None:
+    # HIP's queues abort so with tens of GB free (a review's examples from public threads)
+    line = (
+        ":0:rocdevice.cpp :2984: 7176453285 us: Callback: Queue 0x7f2b4c000000 Aborting with error : "
+        "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources."
+    )
+    sig = heaviest(load_signatures(), line)
+    assert sig is None or sig.category != "cuda_oom"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: Invalid CUDA_VISIBLE_DEVICES: 0,1,9",
+        "RuntimeError: NCCL_SOCKET_IFNAME must be set to the interface of the cluster network",
+        "ValueError: ACL graph is incompatible with ASCEND_LAUNCH_BLOCKING=1. Please unset ASCEND_LAUNCH_BLOCKING",
+    ],
+)
+def test_only_an_engines_own_environment_variable_is_a_platform_setting(line: str) -> None:
+    sig = heaviest(load_signatures(), line)
+    assert (sig is not None and sig.id == "platform_setting_rejected") == ("ASCEND_" in line)
+
+
+def test_macos_killed_9_is_the_oom_killers_signal() -> None:
+    report = diagnose_log(["llama_model_loader: loaded meta data with 19 key-value pairs", "Killed: 9"])
+    assert report.diagnosis.category == "cuda_oom"

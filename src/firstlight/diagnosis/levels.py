@@ -77,7 +77,11 @@ PYTHON_WARNING = re.compile(r"^\S+" + PYTHON_WARNING_TEXT)
 
 def states_error(line: str) -> bool:
     """The line states an error in words (an error level, `error:`), other than a Python warning's words."""
-    return ERROR_MESSAGE.search(line) is not None and not is_python_warning(line)
+    if ERROR_MESSAGE.search(line) is None:
+        engines_own = without_relay(line)  # the anchored forms (`what():`, `[Error]:`) behind docker compose's prefix
+        if engines_own is line or ERROR_MESSAGE.search(engines_own) is None:
+            return False
+    return not is_python_warning(line)
 
 
 def is_python_warning(line: str) -> bool:

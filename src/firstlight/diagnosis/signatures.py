@@ -176,7 +176,7 @@ TRACEBACK_HEADER = (
 # line it means the server no longer serves, whatever the cause above it was.
 LM_STUDIO_EXIT = r"\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime says only how it ended
 # macOS's shells name the signal a child died of by its number (`Segmentation fault: 11`, `Illegal instruction: 4`)
-MACOS_SHELL_DEATH = r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction|Killed): \d+\s*$"
+MACOS_SHELL_DEATH = r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction): \d+\s*$"
 PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
     rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}|{MACOS_SHELL_DEATH}"

@@ -174,7 +174,7 @@ SGLANG = EngineAdapter(
     wrapper_lines=SCHEDULER_FAILED,
     # SGLang before 0.3 ran its TP workers over rpyc, which re-raises a worker's exception in the parent as
     # `rpyc.core.vinegar/<type>: <message>` and then prints the worker's own under `=== Remote Traceback (1) ===`
-    restating_lines=compile_all(r"^rpyc\.core\.vinegar/"),
+    restating_lines=compile_all(r"(?:^|\s)rpyc\.core\.vinegar/"),
     config_sources=(r"sglang/srt/server_args\.py", r"sglang/srt/arg_groups/", r"sglang/srt/configs/"),
     registry_sources=(r"sglang/srt/models/registry\.py",),
     # srt/models/registry.py logs it and leaves the model out; it matters only if that model is the one served

@@ -16,11 +16,12 @@ _ANSI = re.compile(rb"(?:\x1b|#033)\[[0-9;?]*[A-Za-z]")
 
 # What carried a log from the engine to the file may put its own prefix before the engine's: syslog and journald
 # (`Apr  3 17:38:57 host unit[pid]: `, `2026-04-03T17:38:57+0000 host unit[pid]: `), kubectl --timestamps and CI
-# runners (`2026-04-03T17:38:57.123456789Z `), docker compose (`vllm-1  | `), pm2 (`0|vllm  | `).
+# runners (`2026-04-03T17:38:57.123456789Z `), docker compose (`vllm-1  | `, v1's `vllm_1  | `, honcho's `web.1  | `),
+# pm2 (`0|vllm  | `). A service's name alone (`vllm  | `, compose's container_name) is not told from a table's row.
 _SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.@/-]+(?:\[\d+\])?:\s*"
 RELAY_PREFIX = (
     rf"{_SYSLOG}|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:[\w.-]+ [\w.@/-]+\[\d+\]:\s*)?"
-    r"|[\w.-]+-\d+\s+\|(?:\s|$)|\d+\|[\w.-]+\s*\|(?:\s|$)"
+    r"|[\w.-]+[-_.]\d+\s+\|(?:\s|$)|\d+\|[\w.-]+\s*\|(?:\s|$)"
 )
 _RELAYED = re.compile(f"^(?:{RELAY_PREFIX})+")
 
