@@ -30,14 +30,19 @@ RELAYED_ERROR = re.compile(
 )
 
 
+def _said(rx: re.Pattern[str], line: str) -> bool:
+    """The pattern is in the line as it stands or, where what relayed the log put its prefix first (docker compose's
+    `vllm-1  | `, kubectl's clock), in the line as the engine wrote it: the patterns anchored at its start need that."""
+    if rx.search(line) is not None:
+        return True
+    engines_own = without_relay(line)
+    return engines_own is not line and rx.search(engines_own) is not None
+
+
 def is_quiet(line: str) -> bool:
-    """Logged at INFO, WARNING or DEBUG (also behind what relayed the log: docker compose's `vllm-1  | `,
-    kubectl's clock), and not an error relayed at a tool's own INFO."""
-    if QUIET_LEVEL.search(line) is None:
-        engines_own = without_relay(line)
-        if engines_own is line or QUIET_LEVEL.search(engines_own) is None:
-            return False
-    return RELAYED_ERROR.search(line) is None
+    """Logged at INFO, WARNING or DEBUG (also behind a relay's prefix), and not an error relayed at a tool's own
+    INFO."""
+    return _said(QUIET_LEVEL, line) and RELAYED_ERROR.search(line) is None
 
 
 # A line at an error level in any engine's words: `main: error: ...`, `error loading model: ...`,
@@ -77,11 +82,7 @@ PYTHON_WARNING = re.compile(r"^\S+" + PYTHON_WARNING_TEXT)
 
 def states_error(line: str) -> bool:
     """The line states an error in words (an error level, `error:`), other than a Python warning's words."""
-    if ERROR_MESSAGE.search(line) is None:
-        engines_own = without_relay(line)  # the anchored forms (`what():`, `[Error]:`) behind docker compose's prefix
-        if engines_own is line or ERROR_MESSAGE.search(engines_own) is None:
-            return False
-    return not is_python_warning(line)
+    return _said(ERROR_MESSAGE, line) and not is_python_warning(line)
 
 
 def is_python_warning(line: str) -> bool:
