@@ -1727,3 +1727,17 @@ def test_only_an_engines_own_environment_variable_is_a_platform_setting(line: st
 def test_macos_killed_9_is_the_oom_killers_signal() -> None:
     report = diagnose_log(["llama_model_loader: loaded meta data with 19 key-value pairs", "Killed: 9"])
     assert report.diagnosis.category == "cuda_oom"
+
+
+def test_an_error_glued_to_a_progress_bar_is_told_without_the_bar() -> None:
+    error = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:368 'an illegal memory access was encountered'"
+    log = [
+        "INFO 03-01 10:00:00 [model_runner.py:1500] Capturing cudagraphs for decoding.",
+        f" 13%|██▏          | 3/23 [00:11<00:55,  2.79s/it]{error}",
+        f" 13%|██▏          | 3/23 [00:12<01:21,  4.08s/it]{error}",
+        "ERROR 03-01 10:00:13 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down.",
+    ]
+    report = diagnose_log(log)
+    assert report.outcome == "failed"
+    assert report.diagnosis.root_cause_line == error
+    assert report.diagnosis.line == 2

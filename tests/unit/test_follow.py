@@ -33,3 +33,15 @@ def test_follower_reads_appends_and_holds_partial_lines(tmp_path: Path) -> None:
 
 def test_invalid_utf8_is_replaced_not_fatal() -> None:
     assert list(iter_lines(io.BytesIO(b"ok \xff\xfe bytes\n"))) == [(1, "ok \ufffd\ufffd bytes")]
+
+
+def test_text_glued_to_a_progress_bars_end_is_a_segment_of_its_own() -> None:
+    bar = "Capturing batches:  13%|██▏        | 3/23 [00:11<00:55,  2.79s/it]"
+    data = f"{bar}Failed: Cuda error x.cuh:368 'an illegal memory access'\n100%|██| 2/2 [00:01<00:00, 1.07it/s]\n"
+    assert list(iter_lines(io.BytesIO(data.encode()))) == [
+        (1, bar),
+        (1, "Failed: Cuda error x.cuh:368 'an illegal memory access'"),
+        (2, "100%|██| 2/2 [00:01<00:00, 1.07it/s]"),  # a bar that ends its line stays whole
+    ]
+    # a bracket of times that is no bar's end is not a split
+    assert list(iter_lines(io.BytesIO(b"took [00:11<00:55] ok\n"))) == [(1, "took [00:11<00:55] ok")]

@@ -32,6 +32,21 @@ def without_relay(line: str) -> str:
     return line[m.end() :] if m else line
 
 
+# A progress bar's last redraw ends without a newline, so what another process prints next is glued to it
+# (`13%|██▏   | 3/23 [00:11<00:55,  2.79s/it]Failed: Cuda error ...`): tqdm's closing `[elapsed<left, rate]`.
+_BAR_END = re.compile(rb"\[[\d:]+<[\d:?]+,[^\]\n]{0,40}?(?:/s|/it)\](?=\S)")
+
+
+def _after_bar(segment: bytes) -> list[bytes]:
+    """The segment, split where text is glued to the end of a progress bar."""
+    if b"/s]" not in segment and b"/it]" not in segment:
+        return [segment]
+    m = _BAR_END.search(segment)
+    if m is None:
+        return [segment]
+    return [segment[: m.end()], *_after_bar(segment[m.end() :])]
+
+
 def _text(segment: bytes) -> str:
     if b"\x1b" in segment or b"#033[" in segment:
         segment = _ANSI.sub(b"", segment)
@@ -50,9 +65,9 @@ class LineSplitter:
         data = self._pending + chunk
         start = 0
         for m in _SPLIT.finditer(data):
-            segment = data[start : m.start()]
-            if segment.strip():
-                yield self.line_no, _text(segment)
+            for segment in _after_bar(data[start : m.start()]):
+                if segment.strip():
+                    yield self.line_no, _text(segment)
             if m.group() == b"\n":
                 self.line_no += 1
             start = m.end()
@@ -63,8 +78,9 @@ class LineSplitter:
         self._pending = rest
 
     def finish(self) -> Iterator[tuple[int, str]]:
-        if self._pending.strip():
-            yield self.line_no, _text(self._pending)
+        for segment in _after_bar(self._pending):
+            if segment.strip():
+                yield self.line_no, _text(segment)
         self._pending = b""
 
 
