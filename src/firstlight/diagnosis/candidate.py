@@ -25,6 +25,7 @@ class Candidate:
     reasons: tuple[str, ...] = ()  # how the score came about, for `diagnose --explain`
     quiet: bool = False  # logged at INFO/WARNING
     ignored: bool = False  # an error the engine says it ignores or carries on past
+    traceback_follows: bool = False  # a traceback starts once its message's own lines end (`logger.exception`)
 
     @property
     def fatal(self) -> bool:

@@ -167,9 +167,10 @@ def raised_below(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidat
 
 
 def _logged_with_traceback(c: Candidate) -> bool:
-    """A logger's `exception(e)`: the message, then at once the traceback that ends by raising it. The message and
-    that exception line are one statement, not an error wrapped on its way up."""
-    return any(_TRACEBACK_TEXT in line for line in c.after[:1])
+    """A logger's `exception(e)`: the message (one line, or a few that carry on from it), then at once the traceback
+    that ends by raising it. The message and that exception line are one statement, not an error wrapped on its way
+    up."""
+    return c.traceback_follows or any(_TRACEBACK_TEXT in line for line in c.after[:1])
 
 
 def _typed(text: str, message: str) -> bool:

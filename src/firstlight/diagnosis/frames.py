@@ -9,7 +9,18 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, FRAME_LINE
+from firstlight.diagnosis.signatures import (
+    DRAFT_SOURCES,
+    EXCEPTION_LINE,
+    FRAME_LINE,
+    NAMES_AN_ARGUMENT,
+    RAISED_IN_CONFIG,
+    RAISED_IN_DRAFT,
+    SETTINGS_CHECK,
+    Signature,
+    argument_named,
+    raised_in_places,
+)
 from firstlight.engines import strip_line_prefix
 
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
@@ -17,6 +28,11 @@ _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted withou
 _RAISE_CALL = re.compile(
     r"""^\s*raise (?P<exc>[\w.]+)\(\s*f?(?P<q>["'])(?P<msg>.+?)(?P=q)\s*\)(?:\s+from\s+\w+)?\s*$"""
 )
+
+
+# Where the frames of the libraries every engine runs its kernels through live: an exception raised in one says
+# where it was raised only through the engine's frame that called it (a Triton kernel's launch, torch's linear).
+_SHARED_LIBRARY = re.compile(r"/(?:torch|triton)/|/python3\.\d+/[\w.]+\.py$|^<")
 
 
 class Place(NamedTuple):
@@ -29,6 +45,9 @@ class TracebackPlace:
 
     def __init__(self) -> None:
         self.frame: str | None = None  # the last traceback frame's file, until an exception line follows
+        self.function = ""  # the function of that frame
+        self.drafting = False  # a frame of the traceback being read is a speculative-decoding draft's code
+        self.caller: str | None = None  # the last frame outside the libraries every engine calls (torch, Triton)
         self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
 
@@ -36,7 +55,13 @@ class TracebackPlace:
         """Note the line; whether it is a frame line, or the source line under a frame."""
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
+            if self.frame is None:  # a traceback's first frame
+                self.drafting, self.caller = False, None
             self.frame = frame.group("path")
+            if not _SHARED_LIBRARY.search(self.frame):
+                self.caller = self.frame
+            self.function = frame.group("function") or ""
+            self.drafting = self.drafting or DRAFT_SOURCES.search(self.frame) is not None
             self.code = None
         elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
             "raise " in line and _RAISE.match(strip_line_prefix(line))
@@ -76,3 +101,24 @@ class TracebackPlace:
         if raised is None:
             return None
         return line_no, code, f"{raised['exc']}: {raised['msg']}"
+
+    def placed(self, line: str, statement: bool = False) -> tuple[Signature, str] | None:
+        """For a generic exception (or the statement a bare AssertionError failed on), what the place it was raised
+        says: a shape mismatch in a speculative-decoding draft's code; its last frame's file, or the engine's frame
+        that called into torch or Triton (a model registry's lookup, an engine's argument and config validation, an
+        attention backend, a quantization layer: the first that matches); a function that checks settings; else
+        the engine argument its message names. With why."""
+        raised = None if statement else EXCEPTION_LINE.search(line)
+        if raised is None and not statement:
+            return None
+        where, function, caller = self.frame, self.function, self.caller
+        if where and self.drafting and RAISED_IN_DRAFT.search(line):
+            return RAISED_IN_DRAFT, f"a shape mismatch raised in a speculative-decoding draft's code ({where})"
+        for place in (where, caller if caller != where else None):
+            sig = next((sig for places, sig in raised_in_places() if places.search(place)), None) if place else None
+            if sig is not None:
+                return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({place})"
+        if where and SETTINGS_CHECK.fullmatch(function):
+            return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
+        named = argument_named(line) if raised is None else argument_named(raised["msg"] or "", raised["exc"])
+        return (NAMES_AN_ARGUMENT, f"names the engine argument {named}") if named else None

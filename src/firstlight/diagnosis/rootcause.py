@@ -28,6 +28,7 @@ from collections import deque
 
 from firstlight.diagnosis.candidate import BARE_EXCEPTION, ERROR_LEVEL, Candidate
 from firstlight.diagnosis.causes import ExceptionChains, cause_behind, echoes_warning, first_statement, raised_below
+from firstlight.diagnosis.crashes import NativeCrash
 from firstlight.diagnosis.frames import TracebackPlace
 from firstlight.diagnosis.levels import (
     CARRIES_ON,
@@ -39,17 +40,14 @@ from firstlight.diagnosis.levels import (
 )
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
-    NAMES_AN_ARGUMENT,
     PANIC_HEADER,
     PROCESS_DIED,
     Signature,
-    argument_named,
     error_level_lines,
     heaviest,
     ignored_errors,
     load_signatures,
     names_its_cause,
-    raised_in_places,
     restating_lines,
     wrapper_lines,
 )
@@ -71,6 +69,7 @@ QUIET_LEVEL_FACTOR = 0.5
 QUIET_CEILING = 0.28  # a line logged at INFO/WARNING stays below any exception or error-level line
 CAUSAL_BAND = 0.1  # named causes this close in strength are ordered by time, not score
 DETAIL_SPAN = 3  # a message's own detail follows it this closely (NCCL's "Last error:", pydantic's field line)
+MESSAGE_SPAN = 6  # a message of several lines (FastAPI's "... to be installed." and how to install it) ends this soon
 IGNORED_FACTOR = 0.3  # an error the engine says it ignores ranks below any exception it did not ignore
 RESTATED = CAUSAL_BAND + 0.01  # a line that restates an exception shown after it ranks just out of its band
 FAILED_SCORE = 0.45  # a candidate this strong means the launch failed
@@ -111,7 +110,6 @@ class RootCauseFinder:
         self.signatures = load_signatures()
         self.wrappers_rx = wrapper_lines()
         self.error_rx = error_level_lines()
-        self.raised_in = raised_in_places()
         self.ignored_rx = ignored_errors()
         self.restating_rx = restating_lines()
         self._traceback = TracebackPlace()
@@ -126,6 +124,8 @@ class RootCauseFinder:
         self._verdicts: dict[tuple[str, bool], Verdict] = {}
         self._panicked = False  # the last line was a panic header: this one is its message
         self._before_code: list[str] = []  # the lines before the last traceback source line
+        self._last: Candidate | None = None  # the latest candidate: a traceback may follow the rest of its message
+        self._crash = NativeCrash()
 
     def feed(self, line_no: int, line: str, shape: str | None = None) -> None:
         if ("^" in line or "~" in line) and _CARETS.match(line):  # Python 3.11's `^^^^` under a code line
@@ -140,11 +140,20 @@ class RootCauseFinder:
             return
         frame = place.frame
         self._chains.read(line_no, line)
+        crashed = self._crash.read(line_no, line)
+        if crashed is not None:  # a cause of its own, at the line that tells the crash
+            seen = self.candidates.setdefault(normalise(crashed.line), crashed)
+            seen.score = max(seen.score, crashed.score)
+        if self._last is not None and "Traceback (most recent call last)" in line:
+            # no candidate since the last one: the lines between carried on its message
+            self._last.traceback_follows = line_no - self._last.line_no <= MESSAGE_SPAN
+            self._last = None
         ignored = self._ignored.continues(line, frame)
         # this line is a panic's message when the line before it was the panic's header
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
+            self._last = cand
             self._open.append(cand)
             if not ignored:
                 self._ignored.starts(line)
@@ -204,7 +213,7 @@ class RootCauseFinder:
             seen.last_seen = line_no
             self._chains.seen(line_no, line, seen)
             return None
-        placed = self._placed(line, statement is not None) if sig is None else None
+        placed = self._traceback.placed(line, statement is not None) if sig is None else None
         if placed is not None:
             sig, why = placed
             score = max(score, sig.weight + EXCEPTION_BONUS)
@@ -236,20 +245,6 @@ class RootCauseFinder:
             worst = min(self.candidates, key=lambda k: (self.candidates[k].score, -self.candidates[k].line_no))
             del self.candidates[worst]
         return cand
-
-    def _placed(self, line: str, statement: bool = False) -> tuple[Signature, str] | None:
-        """For a generic exception, what the place it was raised says (its last traceback frame): a model
-        registry's lookup, an engine's argument and config validation, an attention backend, a quantization
-        layer (the first of these that matches); else the engine argument its message names; and why."""
-        raised = None if statement else EXCEPTION_LINE.search(line)
-        if raised is None and not statement:
-            return None
-        where = self._traceback.frame
-        sig = next((sig for places, sig in self.raised_in if places.search(where)), None) if where else None
-        if sig is not None:
-            return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({where})"
-        named = argument_named(line) if raised is None else argument_named(raised["msg"] or "", raised["exc"])
-        return (NAMES_AN_ARGUMENT, f"names the engine argument {named}") if named else None
 
     def _classify(self, shape: str, line: str, told: bool = False) -> Verdict:
         """What a line is: a wrapper, a scored candidate, or nothing. Multi-rank logs repeat the same

@@ -241,7 +241,10 @@ def error_level_lines() -> re.Pattern[str] | None:
 
 
 # A traceback frame as Python prints it; the last one before an exception line is where it was raised.
-FRAME_LINE = re.compile(r'File "(?P<path>[^"]+)", line \d+')
+FRAME_LINE = re.compile(r'File "(?P<path>[^"]+)", line \d+(?:, in (?P<function>[\w<>]+))?')
+# A function that checks settings, wherever it lives (vLLM's platforms' `check_and_update_config`, an engine's
+# `_verify_args`, `validate_args`): what it raises is about the settings it was given.
+SETTINGS_CHECK = re.compile(r"_*(?:verify|validate|check)\w*_(?:config|args|arguments)")
 
 # A generic exception raised where an engine validates its arguments or configuration is about the settings,
 # whatever its type (ValueError, AssertionError, a pydantic ValidationError).
@@ -264,6 +267,25 @@ RAISED_IN_REGISTRY = Signature(
     "The engine (or transformers) looked the model's type or architecture up in its registry and did not find "
     "it: this version does not know the model. Upgrade the engine (and transformers) to a version that supports "
     "it, or check model_type and architectures in the model's config.json.",
+)
+
+
+# A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
+# the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
+# method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch names no cause.
+DRAFT_SOURCES = re.compile(r"/speculative/|/spec_decode/|eagle\w*\.py$|medusa\w*\.py$")
+SHAPE_MISMATCH = re.compile(
+    r"shapes cannot be multiplied|must match the size of tensor|Attempted to load weight|size mismatch for"
+    r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape|vocab_size"
+)
+RAISED_IN_DRAFT = Signature(
+    "raised_in_draft_model",
+    "invalid_config",
+    0.6,
+    SHAPE_MISMATCH,
+    "A tensor shape did not fit while the speculative-decoding draft model loaded or ran: the draft does not fit "
+    "the target. Give a draft trained for this target model (same hidden size and vocabulary) and the method it "
+    "was trained for (--speculative-algorithm / speculative_config method: EAGLE vs EAGLE3).",
 )
 
 

@@ -1,0 +1,149 @@
+"""Where an error happened as the log shows it, on short constructed logs (written here from the engines' and
+libraries' real message and traceback formats, not recorded): the function that raised, the engine's frame that
+called into torch or Triton, a speculative-decoding draft's code, a native crash's stack, and a logger's message of
+several lines before its traceback."""
+
+from __future__ import annotations
+
+import io
+
+from firstlight.diagnosis import diagnose_lines
+from firstlight.logs import iter_lines
+
+
+def diagnosis(lines: list[str]):
+    report = diagnose_lines(iter_lines(io.BytesIO("".join(f"{line}\n" for line in lines).encode())))
+    assert report.outcome == "failed"
+    return report.diagnosis
+
+
+def traceback(frames: list[tuple[str, str]], exception: str) -> list[str]:
+    lines = ["Traceback (most recent call last):"]
+    for path, function in frames:
+        lines += [f'  File "{path}", line 10, in {function}', "    call()"]
+    return [*lines, exception]
+
+
+SITE = "/usr/lib/python3.12/site-packages"
+
+
+def test_a_bare_exception_raised_by_a_settings_check_is_about_the_settings() -> None:
+    frames = [
+        (f"{SITE}/vllm/engine/arg_utils.py", "create_engine_config"),
+        (f"{SITE}/vllm/platforms/cuda.py", "check_and_update_config"),
+    ]
+    d = diagnosis(traceback(frames, "NotImplementedError"))
+    assert (d.category, d.root_cause_line) == ("invalid_config", "NotImplementedError")
+    # the same exception raised by a function that checks nothing names no cause
+    frames[-1] = (f"{SITE}/vllm/platforms/cuda.py", "get_device_name")
+    assert diagnosis(traceback(frames, "NotImplementedError")).category == "unknown"
+
+
+def test_a_kernel_launch_error_is_placed_by_the_engine_frame_that_called_triton() -> None:
+    frames = [
+        (f"{SITE}/sglang/srt/layers/attention/triton_ops/extend_attention.py", "extend_attention_fwd"),
+        (f"{SITE}/triton/runtime/jit.py", "run"),
+        (f"{SITE}/triton/backends/amd/driver.py", "__call__"),
+    ]
+    error = "RuntimeError: Triton Error [HIP]:  Code: 1, Messsage: invalid argument"
+    assert diagnosis(traceback(frames, error)).category == "attention_backend_unsupported"
+    # called from the scheduler, not from an attention kernel: nothing says where
+    frames[0] = (f"{SITE}/sglang/srt/managers/scheduler.py", "run_batch")
+    assert diagnosis(traceback(frames, error)).category == "unknown"
+
+
+def test_a_shape_mismatch_in_a_draft_models_code_says_the_draft_does_not_fit() -> None:
+    frames = [
+        (f"{SITE}/sglang/srt/speculative/eagle_worker.py", "draft_forward"),
+        (f"{SITE}/sglang/srt/models/llama_eagle.py", "forward"),
+        (f"{SITE}/torch/nn/modules/linear.py", "forward"),
+    ]
+    error = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x12288 and 8192x4096)"
+    d = diagnosis(traceback(frames, error))
+    assert (d.category, d.signature) == ("invalid_config", "raised_in_draft_model")
+    assert "draft" in d.remedy
+    # the same mismatch in the target model's own forward names no cause
+    frames[:2] = [
+        (f"{SITE}/sglang/srt/model_executor/model_runner.py", "forward"),
+        (f"{SITE}/sglang/srt/models/llama.py", "forward"),
+    ]
+    assert diagnosis(traceback(frames, error)).category == "unknown"
+
+
+def test_a_draft_with_another_vocabulary_fails_its_assert() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "{SITE}/vllm/spec_decode/spec_decode_worker.py", line 1106, in _vocab_size',
+        "    assert all(vocab_sizes[0] == vocab_size for vocab_size in vocab_sizes)",
+        "AssertionError",
+    ]
+    d = diagnosis(lines)
+    assert (d.category, d.root_cause_line) == ("invalid_config", lines[2])
+
+
+RAY = "(RayWorkerWrapper pid=2191, ip=10.0.0.2)"
+
+
+def test_a_signal_inside_nccl_is_an_nccl_failure_told_by_the_function_it_hit() -> None:
+    log = [
+        f"{RAY} *** SIGSEGV received at time=1746566409 on cpu 131 ***",
+        f"{RAY} PC: @     0x7fcfcd849b8a  (unknown)  addProxyOpIfNeeded()",
+        f"{RAY}     @     0x7ffff7c9e520  267994832  (unknown)",
+        f"{RAY} Fatal Python error: Segmentation fault",
+        f"{RAY} Stack (most recent call first):",
+        f'{RAY}   File "{SITE}/vllm/distributed/device_communicators/pynccl_wrapper.py", line 290 in ncclAllReduce',
+        f'{RAY}   File "{SITE}/vllm/distributed/device_communicators/pynccl.py", line 126 in all_reduce',
+        "ERROR 05-06 14:20:15 [core.py:387] ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+        "finishing this task.",
+    ]
+    d = diagnosis(log)
+    assert (d.category, d.root_cause_line) == ("nccl_error", log[1])
+
+
+def test_a_heap_check_inside_nccl_init_is_told_by_its_own_notice() -> None:
+    log = [
+        f"{RAY} free(): double free detected in tcache 2",
+        f"{RAY} *** SIGABRT received at time=1743139179 on cpu 162 ***",
+        f"{RAY} PC: @     0x7fe64731b9fc  (unknown)  pthread_kill",
+        f'{RAY}   File "{SITE}/vllm/distributed/device_communicators/pynccl_wrapper.py", line 277 in ncclCommInitRank',
+        "ERROR 03-27 22:19:40 [core.py:367] ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+        "finishing this task.",
+    ]
+    d = diagnosis(log)
+    assert (d.category, d.root_cause_line) == ("nccl_error", log[0])
+
+
+def test_a_native_crash_elsewhere_names_no_cause() -> None:
+    log = [
+        "*** SIGSEGV received at time=1746566409 on cpu 131 ***",
+        "PC: @     0x7fcfcd849b8a  (unknown)  at::native::index_select_out_cuda()",
+        "Fatal Python error: Segmentation fault",
+        f'  File "{SITE}/vllm/model_executor/models/llama.py", line 300 in forward',
+        # NCCL further down the stack is not where it crashed
+        f'  File "{SITE}/vllm/distributed/device_communicators/pynccl.py", line 126 in all_reduce',
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    assert diagnosis(log).category == "unknown"
+
+
+def test_a_logged_message_of_several_lines_and_its_traceback_are_one_statement() -> None:
+    # FastAPI logs the message with how to install, then raises it: the exception line gives its type
+    message = 'Form data requires "python-multipart" to be installed.'
+    log = [
+        message,
+        'You can install "python-multipart" with:',
+        "",
+        "pip install python-multipart",
+        "",
+        *traceback([(f"{SITE}/fastapi/dependencies/utils.py", "check_file_field")], f"RuntimeError: {message}"),
+        'You can install "python-multipart" with:',
+    ]
+    d = diagnosis(log)
+    assert (d.category, d.root_cause_line) == ("import_dependency_error", f"RuntimeError: {message}")
+
+
+def test_an_actor_ray_gave_no_gpu_is_a_placement_problem_not_a_missing_gpu() -> None:
+    line = "(_MapWorker pid=13019) ERROR 03-07 05:56:27 worker_base.py:581] RuntimeError: No CUDA GPUs are available"
+    assert diagnosis([line]).category == "nccl_error"
+    plain = "ERROR 03-07 05:56:27 worker_base.py:581] RuntimeError: No CUDA GPUs are available"
+    assert diagnosis([plain]).category == "hardware_unsupported"
