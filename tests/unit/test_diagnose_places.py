@@ -147,3 +147,35 @@ def test_an_actor_ray_gave_no_gpu_is_a_placement_problem_not_a_missing_gpu() -> 
     assert diagnosis([line]).category == "nccl_error"
     plain = "ERROR 03-07 05:56:27 worker_base.py:581] RuntimeError: No CUDA GPUs are available"
     assert diagnosis([plain]).category == "hardware_unsupported"
+
+
+def test_the_speculative_worker_loading_the_target_is_no_draft_that_does_not_fit() -> None:
+    # vLLM V0's spec-decode worker loads the target too: a target checkpoint that does not fit is not the draft's
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "{SITE}/vllm/spec_decode/spec_decode_worker.py", line 340, in load_model',
+        "    self.scorer_worker.load_model()",
+        f'  File "{SITE}/vllm/model_executor/models/llama.py", line 500, in load_weights',
+        "    weight_loader(param, loaded_weight)",
+        f'  File "{SITE}/vllm/model_executor/layers/linear.py", line 400, in weight_loader',
+        "    assert param_data.shape == loaded_weight.shape",
+        "AssertionError",
+    ]
+    assert diagnosis(lines).category == "unknown"
+    # the draft model's own load_weights on the way: the draft does not fit
+    lines[3] = f'  File "{SITE}/vllm/model_executor/models/eagle.py", line 222, in load_weights'
+    assert diagnosis(lines).category == "invalid_config"
+
+
+def test_each_process_crash_is_read_from_its_own_stack() -> None:
+    other = "(RayWorkerWrapper pid=2192, ip=10.0.0.3)"
+    log = [
+        f"{RAY} *** SIGSEGV received at time=1746566409 on cpu 131 ***",
+        f"{RAY} PC: @     0x7fcfcd849b8a  (unknown)  cuLaunchKernel",
+        f"{other} *** SIGSEGV received at time=1746566409 on cpu 12 ***",
+        f"{other} PC: @     0x7fcfcd849b8a  (unknown)  ncclProxyProgress",
+        "ERROR 05-06 14:20:15 [core.py:387] ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+        "finishing this task.",
+    ]
+    d = diagnosis(log)
+    assert (d.category, d.root_cause_line) == ("nccl_error", log[3])

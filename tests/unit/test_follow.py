@@ -45,3 +45,11 @@ def test_text_glued_to_a_progress_bars_end_is_a_segment_of_its_own() -> None:
     ]
     # a bracket of times that is no bar's end is not a split
     assert list(iter_lines(io.BytesIO(b"took [00:11<00:55] ok\n"))) == [(1, "took [00:11<00:55] ok")]
+
+
+def test_thousands_of_redraws_on_one_line_split_in_order() -> None:
+    # a log whose carriage returns were lost keeps every redraw of a bar on one line
+    bars = "".join(f"{i}%|█| {i}/5000 [00:0{i % 10}<00:01, 1.0it/s]" for i in range(5000))
+    segments = list(iter_lines(io.BytesIO(f"{bars}Failed: boom\n".encode())))
+    assert len(segments) == 5001
+    assert segments[-1] == (1, "Failed: boom")

@@ -27,6 +27,7 @@ FRAME = re.compile(
 SIGNAL_MACHINERY = re.compile(r"unknown|pthread_kill|raise|abort|gsignal|__\w+|\w*[Ss]ignal\w*")
 IN_NCCL = re.compile(r"(?i)nccl")
 WITHIN = 40  # the crash handler's stack follows its notice this closely
+_PROCESS = re.compile(r"pid=\d+|\brank ?\d+|\[rank\d+\]")  # which process a line is from, where its prefix says
 
 NATIVE_CRASH_IN_NCCL = Signature(
     "native_crash_in_nccl",
@@ -57,7 +58,13 @@ class NativeCrash:
 
     def read(self, line_no: int, line: str) -> Candidate | None:
         if ("***" in line or "()" in line or "Fatal" in line or "corrupt" in line) and NOTICE.search(line):
-            if self._notice is None or line_no - self._notice[0] > WITHIN:
+            # one process's notices are one crash (glibc's heap check, the SIGABRT it raises, the handler's copy of
+            # it, faulthandler's `Fatal Python error`); another process's, or a later one, is another crash
+            if (
+                self._notice is None
+                or _process(line) != _process(self._notice[1])
+                or line_no - self._notice[0] > WITHIN
+            ):
                 self._notice, self._where, self._native, self._python = (line_no, line), None, False, False
             return None
         if self._notice is None or ("PC: @" not in line and 'File "' not in line and "#" not in line):
@@ -83,3 +90,8 @@ class NativeCrash:
         told_no, told = self._where if self._where is not None and "received at time" in notice[1] else notice
         sig, why = NATIVE_CRASH_IN_NCCL, f"a native crash whose stack shows it happened in NCCL ({function})"
         return Candidate(sig.weight, told_no, told, sig.category, sig, {}, [], [], reasons=(why,))
+
+
+def _process(line: str) -> str:
+    m = _PROCESS.search(line[:200])
+    return m[0] if m else ""

@@ -10,6 +10,7 @@ import re
 from typing import NamedTuple
 
 from firstlight.diagnosis.signatures import (
+    DRAFT_MODELS,
     DRAFT_SOURCES,
     EXCEPTION_LINE,
     FRAME_LINE,
@@ -32,7 +33,7 @@ _RAISE_CALL = re.compile(
 
 # Where the frames of the libraries every engine runs its kernels through live: an exception raised in one says
 # where it was raised only through the engine's frame that called it (a Triton kernel's launch, torch's linear).
-_SHARED_LIBRARY = re.compile(r"/(?:torch|triton)/|/python3\.\d+/[\w.]+\.py$|^<")
+_SHARED_LIBRARY = re.compile(r"/(?:torch|triton)/|/python3\.\d+/(?!(?:site|dist)-packages/)|^<")
 
 
 class Place(NamedTuple):
@@ -46,8 +47,8 @@ class TracebackPlace:
     def __init__(self) -> None:
         self.frame: str | None = None  # the last traceback frame's file, until an exception line follows
         self.function = ""  # the function of that frame
-        self.drafting = False  # a frame of the traceback being read is a speculative-decoding draft's code
         self.caller: str | None = None  # the last frame outside the libraries every engine calls (torch, Triton)
+        self.drafting = False  # a frame of this traceback is a draft model's code (its load_weights, its forward)
         self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
 
@@ -56,13 +57,15 @@ class TracebackPlace:
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             if self.frame is None:  # a traceback's first frame
-                self.drafting, self.caller = False, None
+                self.caller, self.drafting = None, False
             self.frame = frame.group("path")
+            self.drafting = self.drafting or DRAFT_MODELS.search(self.frame) is not None
             if not _SHARED_LIBRARY.search(self.frame):
                 self.caller = self.frame
             self.function = frame.group("function") or ""
-            self.drafting = self.drafting or DRAFT_SOURCES.search(self.frame) is not None
             self.code = None
+        elif "Traceback (most recent call last)" in line:  # a new traceback, whether the last one ended or not
+            self._forget()
         elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
             "raise " in line and _RAISE.match(strip_line_prefix(line))
         ):
@@ -77,7 +80,10 @@ class TracebackPlace:
     def raised(self, line: str, frame: bool) -> None:
         """After a line that is not a frame: an exception line ends the traceback (the next has frames of its own)."""
         if not frame and self.frame is not None and EXCEPTION_LINE.search(line):
-            self.frame = None
+            self._forget()
+
+    def _forget(self) -> None:
+        self.frame, self.function, self.caller, self.drafting = None, "", None, False
 
     def failed_assert(self, line: str) -> tuple[int, str] | None:
         """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""
@@ -112,13 +118,26 @@ class TracebackPlace:
         if raised is None and not statement:
             return None
         where, function, caller = self.frame, self.function, self.caller
-        if where and self.drafting and RAISED_IN_DRAFT.search(line):
-            return RAISED_IN_DRAFT, f"a shape mismatch raised in a speculative-decoding draft's code ({where})"
+        if where is None:
+            return self._named(line, raised)
+        # a draft model's code called on the way, or the innermost engine frame is a draft's (the speculative
+        # worker's own checks); the speculative worker alone also loads and runs the target
+        drafting = self.drafting or DRAFT_SOURCES.search(caller or where) is not None
+        if drafting and RAISED_IN_DRAFT.search(line):
+            return (
+                RAISED_IN_DRAFT,
+                f"a shape mismatch raised in a speculative-decoding draft's code ({caller or where})",
+            )
         for place in (where, caller if caller != where else None):
             sig = next((sig for places, sig in raised_in_places() if places.search(place)), None) if place else None
             if sig is not None:
                 return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({place})"
-        if where and SETTINGS_CHECK.fullmatch(function):
+        if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
+        return self._named(line, raised)
+
+    @staticmethod
+    def _named(line: str, raised: re.Match[str] | None) -> tuple[Signature, str] | None:
+        """The engine argument the exception's message (or the failed assert's statement) names."""
         named = argument_named(line) if raised is None else argument_named(raised["msg"] or "", raised["exc"])
         return (NAMES_AN_ARGUMENT, f"names the engine argument {named}") if named else None

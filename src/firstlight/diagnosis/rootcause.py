@@ -142,6 +142,9 @@ class RootCauseFinder:
         self._chains.read(line_no, line)
         crashed = self._crash.read(line_no, line)
         if crashed is not None:  # a cause of its own, at the line that tells the crash
+            if any(c.fatal and not c.ignored for c in self.candidates.values()):
+                # NCCL crashing as the processes tear down after an error: that error came first
+                crashed.score, crashed.reasons = ERROR_LEVEL, (*crashed.reasons, "after an error: its teardown")
             seen = self.candidates.setdefault(normalise(crashed.line), crashed)
             seen.score = max(seen.score, crashed.score)
         if self._last is not None and "Traceback (most recent call last)" in line:
@@ -153,7 +156,8 @@ class RootCauseFinder:
         told, self._panicked = self._panicked, PANIC_RX.search(line) is not None
         cand = self._candidate(line_no, line, shape if shape is not None else fold_digits(line), ignored, told)
         if cand is not None:
-            self._last = cand
+            # a traceback's own exception line is no message logged before one (a chain's next traceback follows it)
+            self._last = cand if self._traceback.frame is None else None
             self._open.append(cand)
             if not ignored:
                 self._ignored.starts(line)

@@ -273,10 +273,12 @@ RAISED_IN_REGISTRY = Signature(
 # A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
 # the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
 # method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch names no cause.
-DRAFT_SOURCES = re.compile(r"/speculative/|/spec_decode/|eagle\w*\.py$|medusa\w*\.py$")
+DRAFT_SOURCES = re.compile(r"/speculative/|/spec_decode/|eagle\w*\.py$|medusa\w*\.py$")  # the innermost frame
+DRAFT_MODELS = re.compile(r"/models/\w*(?:eagle|medusa)\w*\.py$")  # any frame: a draft model's own code
 SHAPE_MISMATCH = re.compile(
     r"shapes cannot be multiplied|must match the size of tensor|Attempted to load weight|size mismatch for"
-    r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape|vocab_size"
+    r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape"
+    r"|vocab_sizes?\W.{0,40}=="
 )
 RAISED_IN_DRAFT = Signature(
     "raised_in_draft_model",

@@ -37,14 +37,16 @@ def without_relay(line: str) -> str:
 _BAR_END = re.compile(rb"\[[\d:]+<[\d:?]+,[^\]\n]{0,40}?(?:/s|/it)\](?=\S)")
 
 
-def _after_bar(segment: bytes) -> list[bytes]:
+def _after_bar(segment: bytes) -> Iterator[bytes]:
     """The segment, split where text is glued to the end of a progress bar."""
     if b"/s]" not in segment and b"/it]" not in segment:
-        return [segment]
-    m = _BAR_END.search(segment)
-    if m is None:
-        return [segment]
-    return [segment[: m.end()], *_after_bar(segment[m.end() :])]
+        yield segment
+        return
+    start = 0
+    for m in _BAR_END.finditer(segment):
+        yield segment[start : m.end()]
+        start = m.end()
+    yield segment[start:]
 
 
 def _text(segment: bytes) -> str:
@@ -73,7 +75,9 @@ class LineSplitter:
             start = m.end()
         rest = data[start:]
         if len(rest) > MAX_SEGMENT:
-            yield self.line_no, _text(rest[:MAX_SEGMENT])
+            for segment in _after_bar(rest[:MAX_SEGMENT]):
+                if segment.strip():
+                    yield self.line_no, _text(segment)
             rest = b""
         self._pending = rest
 
