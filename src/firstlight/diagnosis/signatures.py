@@ -272,7 +272,8 @@ RAISED_IN_REGISTRY = Signature(
 
 # A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
 # the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
-# method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch names no cause.
+# method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch is placed like
+# any other exception.
 DRAFT_SOURCES = re.compile(r"/speculative/|/spec_decode/|eagle\w*\.py$|medusa\w*\.py$")  # the innermost frame
 DRAFT_MODELS = re.compile(r"/models/\w*(?:eagle|medusa)\w*\.py$")  # any frame: a draft model's own code
 SHAPE_MISMATCH = re.compile(

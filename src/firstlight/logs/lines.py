@@ -67,25 +67,25 @@ class LineSplitter:
         data = self._pending + chunk
         start = 0
         for m in _SPLIT.finditer(data):
-            for segment in _after_bar(data[start : m.start()]):
-                if segment.strip():
-                    yield self.line_no, _text(segment)
+            yield from self._segments(data[start : m.start()])
             if m.group() == b"\n":
                 self.line_no += 1
             start = m.end()
         rest = data[start:]
         if len(rest) > MAX_SEGMENT:
-            for segment in _after_bar(rest[:MAX_SEGMENT]):
-                if segment.strip():
-                    yield self.line_no, _text(segment)
+            yield from self._segments(rest[:MAX_SEGMENT])
             rest = b""
         self._pending = rest
 
     def finish(self) -> Iterator[tuple[int, str]]:
-        for segment in _after_bar(self._pending):
+        yield from self._segments(self._pending)
+        self._pending = b""
+
+    def _segments(self, raw: bytes) -> Iterator[tuple[int, str]]:
+        """The text between two line ends, split after a progress bar, without its blank parts."""
+        for segment in _after_bar(raw):
             if segment.strip():
                 yield self.line_no, _text(segment)
-        self._pending = b""
 
 
 def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
