@@ -179,3 +179,18 @@ def test_each_process_crash_is_read_from_its_own_stack() -> None:
     ]
     d = diagnosis(log)
     assert (d.category, d.root_cause_line) == ("nccl_error", log[3])
+
+
+def test_two_ranks_crashing_together_interleave_their_stacks() -> None:
+    other = "(RayWorkerWrapper pid=2192, ip=10.0.0.3)"
+    log = [
+        f"{RAY} *** SIGSEGV received at time=1746566409 on cpu 131 ***",
+        f"{other} *** SIGSEGV received at time=1746566409 on cpu 12 ***",
+        f"{other} PC: @     0x7fcfcd849b8a  (unknown)  cuLaunchKernel",
+        f"{RAY} PC: @     0x7fcfcd849b8a  (unknown)  ncclProxyProgress",
+        "ERROR 05-06 14:20:15 [core.py:387] ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+        "finishing this task.",
+    ]
+    d = diagnosis(log)
+    # the first process's stack is read as its own, though another's notice and frame came between
+    assert (d.category, d.root_cause_line) == ("nccl_error", log[3])

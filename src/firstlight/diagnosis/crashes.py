@@ -10,6 +10,7 @@ the NCCL library, its network transport or its environment, not the model."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from firstlight.diagnosis.candidate import Candidate
 from firstlight.diagnosis.signatures import Signature
@@ -47,47 +48,61 @@ NATIVE_CRASH_IN_NCCL = Signature(
 )
 
 
+@dataclass
+class _Crash:
+    """One process's crash whose stack is still being read."""
+
+    notice: tuple[int, str]  # the line that tells it
+    where: tuple[int, str] | None = None  # its `PC:` line, which names the function a signal hit
+    native: bool = False  # its first native frame was read
+    python: bool = False  # its innermost Python frame was read
+
+
 class NativeCrash:
     """Feed every line; `read` returns a candidate at the line that tells a crash once its stack shows it happened
-    in NCCL: its first native frame past the signal machinery, or its innermost Python frame (the call into it)."""
+    in NCCL: its first native frame past the signal machinery, or its innermost Python frame (the call into it).
+    Each process's crash is read on its own: ranks that die together print their notices and stacks interleaved."""
 
     def __init__(self) -> None:
-        self._notice: tuple[int, str] | None = None  # the last crash notice whose stack is still being read
-        self._where: tuple[int, str] | None = None  # its `PC:` line, which names the function a signal hit
-        self._native = self._python = False  # its first native and its innermost Python frame were read
+        self._open: dict[str, _Crash] = {}  # by the process a line's prefix names ("" where none does)
+        self._last = ""  # the process of the latest notice, for stack lines that name none
 
     def read(self, line_no: int, line: str) -> Candidate | None:
         if ("***" in line or "()" in line or "Fatal" in line or "corrupt" in line) and NOTICE.search(line):
             # one process's notices are one crash (glibc's heap check, the SIGABRT it raises, the handler's copy of
-            # it, faulthandler's `Fatal Python error`); another process's, or a later one, is another crash
-            if (
-                self._notice is None
-                or _process(line) != _process(self._notice[1])
-                or line_no - self._notice[0] > WITHIN
-            ):
-                self._notice, self._where, self._native, self._python = (line_no, line), None, False, False
+            # it, faulthandler's `Fatal Python error`); a later one of the same process is another crash
+            process = self._last = _process(line)
+            crash = self._open.get(process)
+            if crash is None or line_no - crash.notice[0] > WITHIN:
+                self._open[process] = _Crash((line_no, line))
             return None
-        if self._notice is None or ("PC: @" not in line and 'File "' not in line and "#" not in line):
+        if not self._open or ("PC: @" not in line and 'File "' not in line and "#" not in line):
             return None
-        frame = FRAME.search(line) if line_no - self._notice[0] <= WITHIN else None
+        process = _process(line) or self._last
+        crash = self._open.get(process)
+        if crash is None or line_no - crash.notice[0] > WITHIN:
+            return None
+        frame = FRAME.search(line)
         if frame is None:
             return None
         if frame["fn"] is not None:
-            if self._python:
+            if crash.python:
                 return None
-            self._python, function = True, frame["fn"] + " " + frame["path"]
+            crash.python, function = True, frame["fn"] + " " + frame["path"]
         else:
             function = frame["pc"] or frame["bt"] or ""
-            if self._native or SIGNAL_MACHINERY.fullmatch(function):
+            if crash.native or SIGNAL_MACHINERY.fullmatch(function):
                 return None
-            self._native = True
+            crash.native = True
             if frame["pc"] is not None:
-                self._where = (line_no, line)
+                crash.where = (line_no, line)
         if not IN_NCCL.search(function):
             return None
-        notice, self._notice = self._notice, None
+        del self._open[process]
         # a signal's notice names no place; the handler's `PC:` line names the function the signal hit
-        told_no, told = self._where if self._where is not None and "received at time" in notice[1] else notice
+        told_no, told = (
+            crash.where if crash.where is not None and "received at time" in crash.notice[1] else crash.notice
+        )
         sig, why = NATIVE_CRASH_IN_NCCL, f"a native crash whose stack shows it happened in NCCL ({function})"
         return Candidate(sig.weight, told_no, told, sig.category, sig, {}, [], [], reasons=(why,))
 
