@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from firstlight.diagnosis.candidate import Candidate
 from firstlight.diagnosis.levels import is_quiet
-from firstlight.diagnosis.signatures import EXCEPTION_LINE
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT
 from firstlight.engines import strip_line_prefix
 
 
@@ -121,7 +121,6 @@ class ExceptionChains:
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
-_TRACEBACK_TEXT = "Traceback (most recent call last)"
 _EXCEPTION_TYPE = re.compile(r"[\w.]{0,80}(?:Error|Exception)\w{0,40}: ")
 # A level word before a message: the line says its own level, so it is not a copy of a warning
 _LEVEL_WORD = re.compile(r"(?i)\b(?:error|err|critical|fatal)\b|\s[EF]\s")
@@ -170,7 +169,7 @@ def _logged_with_traceback(c: Candidate) -> bool:
     """A logger's `exception(e)`: the message (one line, or a few that carry on from it), then at once the traceback
     that ends by raising it. The message and that exception line are one statement, not an error wrapped on its way
     up."""
-    return c.traceback_follows or any(_TRACEBACK_TEXT in line for line in c.after[:1])
+    return c.traceback_follows or any(TRACEBACK_TEXT in line for line in c.after[:1])
 
 
 def _typed(text: str, message: str) -> bool:

@@ -18,6 +18,7 @@ from firstlight.diagnosis.signatures import (
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
     SETTINGS_CHECK,
+    TRACEBACK_TEXT,
     Signature,
     argument_named,
     raised_in_places,
@@ -64,7 +65,7 @@ class TracebackPlace:
                 self.caller = self.frame
             self.function = frame.group("function") or ""
             self.code = None
-        elif "Traceback (most recent call last)" in line:  # a new traceback, whether the last one ended or not
+        elif TRACEBACK_TEXT in line:  # a new traceback, whether the last one ended or not
             self._forget()
         elif (self._code_col is not None and line[self._code_col : self._code_col + 1] == " ") or (
             "raise " in line and _RAISE.match(strip_line_prefix(line))

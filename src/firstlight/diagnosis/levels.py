@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from firstlight.diagnosis.signatures import EXCEPTION_LINE
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT
 from firstlight.engines import strip_line_prefix
 from firstlight.logs import without_relay
 
@@ -150,7 +150,7 @@ class IgnoredMessage:
         """Whether this line goes on with it; a blank line, a line with a prefix of its own or a traceback ends it."""
         if self.left <= 0:
             return False
-        if frame or not line.strip() or "Traceback (most recent call last)" in line or strip_line_prefix(line) != line:
+        if frame or not line.strip() or TRACEBACK_TEXT in line or strip_line_prefix(line) != line:
             self.left = 0
             return False
         self.left -= 1

@@ -42,6 +42,7 @@ from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
     PANIC_HEADER,
     PROCESS_DIED,
+    TRACEBACK_TEXT,
     Signature,
     error_level_lines,
     heaviest,
@@ -147,7 +148,7 @@ class RootCauseFinder:
                 crashed.score, crashed.reasons = ERROR_LEVEL, (*crashed.reasons, "after an error: its teardown")
             seen = self.candidates.setdefault(normalise(crashed.line), crashed)
             seen.score = max(seen.score, crashed.score)
-        if self._last is not None and "Traceback (most recent call last)" in line:
+        if self._last is not None and TRACEBACK_TEXT in line:
             # no candidate since the last one: the lines between carried on its message
             self._last.traceback_follows = line_no - self._last.line_no <= MESSAGE_SPAN
             self._last = None
@@ -179,7 +180,7 @@ class RootCauseFinder:
     def _candidate(
         self, line_no: int, line: str, shape: str, ignored: bool = False, told: bool = False
     ) -> Candidate | None:
-        if "Traceback (most recent call last)" in line:
+        if TRACEBACK_TEXT in line:
             self.tracebacks += 1
         verdict = self._classify(shape, line, told)
         if verdict is None:

@@ -166,6 +166,7 @@ EXCEPTION_LINE = re.compile(
 # A process stopped by SIGTERM: someone ended the wait (the reader tells a hang ended so from a crash).
 # vLLM's API server turns SIGTERM into `KeyboardInterrupt("terminated")` (entrypoints/openai/api_server.py).
 SIGTERM_EXIT = r"(SystemExit: (15|143)|KeyboardInterrupt: terminated)\s*$"
+TRACEBACK_TEXT = "Traceback (most recent call last)"  # a traceback's header, wherever a line's prefix puts it
 # After a logger's prefix: vLLM's, `[time TP0]`, or a pipe-separated one (FastChat's `2024-04-27 10:13:05 | ERROR |
 # stderr | `).
 TRACEBACK_HEADER = (
