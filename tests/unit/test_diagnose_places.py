@@ -194,3 +194,38 @@ def test_two_ranks_crashing_together_interleave_their_stacks() -> None:
     d = diagnosis(log)
     # the first process's stack is read as its own, though another's notice and frame came between
     assert (d.category, d.root_cause_line) == ("nccl_error", log[3])
+
+
+def test_no_gpu_inside_a_ray_actor_is_the_actors_placement() -> None:
+    frames = [
+        (f"{SITE}/ray/serve/_private/replica.py", "initialize"),
+        (f"{SITE}/vllm/worker/worker.py", "init_device"),
+        (f"{SITE}/torch/cuda/__init__.py", "_lazy_init"),
+    ]
+    lines = traceback(frames, "RuntimeError: No CUDA GPUs are available")
+    assert diagnosis(lines).category == "nccl_error"
+    # the same message outside Ray: the machine shows no GPU
+    assert diagnosis(traceback(frames[1:], lines[-1])).category == "hardware_unsupported"
+
+
+def test_a_reply_that_is_not_json_is_told_by_the_type_that_re_raises_it() -> None:
+    message = "JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
+    first = traceback([(f"{SITE}/requests/models.py", "json")], f"json.decoder.{message}")
+    then = traceback([(f"{SITE}/sglang/srt/server.py", "_wait_and_warmup")], f"requests.exceptions.{message}")
+    log = [*first, "", "During handling of the above exception, another exception occurred:", "", *then]
+    d = diagnosis(log)
+    # json's message is the first of the chain; requests' type says it was an HTTP reply, not a model file
+    assert (d.category, d.root_cause_line) == ("invalid_config", first[-1])
+    assert diagnosis(first).category == "missing_model_files"
+
+
+def test_nvshmem_names_the_peer_it_cannot_reach_before_its_transport_map_fails() -> None:
+    src = "/dvs/p4/build/sw/rel/gpgpu/toolkit/r13.0/main_nvshmem/src/host"
+    log = [
+        f"{src}/transport/transport.cpp:nvshmemi_transport_init:282: init failed for transport: IBGDA",
+        f"{src}/topo/topo.cpp:469: [GPU 1] Peer GPU 8 is not accessible, exiting ... ",
+        f"{src}/init/init.cu:1037: non-zero status: 3 building transport map failed",
+        "EOFError",
+    ]
+    d = diagnosis(log)
+    assert (d.category, d.root_cause_line) == ("nccl_error", log[1])

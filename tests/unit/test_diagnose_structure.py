@@ -10,11 +10,11 @@ import pytest
 
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_quiet, is_settings_dump, states_error
+from firstlight.diagnosis.places import engine_arguments
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
     Signature,
-    engine_arguments,
     heaviest,
     load_signatures,
 )

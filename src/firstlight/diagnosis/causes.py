@@ -73,6 +73,7 @@ class ExceptionChains:
 
     def __init__(self) -> None:
         self._heads: dict[int, Candidate] = {}  # an exception's line -> the exception it was raised while handling
+        self._next: dict[int, Candidate] = {}  # an exception's line -> the exception raised while handling it
         # the last candidate lines (a marker's exception is the last of them with an exception's shape: checked then,
         # not on every line, since markers are rare)
         self._recent: deque[tuple[str, Candidate]] = deque(maxlen=8)
@@ -96,6 +97,7 @@ class ExceptionChains:
             # a head comes before its exception (a rank repeating a chain may link a later line to an earlier one)
             if self._pending.line_no < cand.line_no:
                 self._heads.setdefault(cand.line_no, self._pending)
+                self._next.setdefault(self._pending.line_no, cand)
             self._pending = None
         self._recent.append((line, cand))
 
@@ -105,19 +107,51 @@ class ExceptionChains:
         head = chosen
         if chosen.category == "unknown":  # a crash names no cause for a first exception to share
             return chosen
-        while (earlier := self._heads.get(head.line_no)) is not None and earlier.category == chosen.category:
+        while (earlier := self._heads.get(head.line_no)) is not None and (
+            earlier.category == chosen.category or _restated(earlier.line, head.line)
+        ):
             head = earlier
         if head is chosen:
             return chosen
         # the later exception explains the first (its signature and remedy are the more specific)
         why = f"the first exception of the chain that line {chosen.line_no} ends (takes its score and signature)"
-        return replace(
-            head,
-            score=max(head.score, chosen.score),
-            signature=chosen.signature,
-            groups=chosen.groups,
-            reasons=(*head.reasons, why),
-        )
+        return _told_by(head, chosen, why)
+
+    def retyped(self, chosen: Candidate) -> Candidate:
+        """`chosen`, told by the exception raised while handling it when that one re-raises its message under a more
+        specific type (requests' JSONDecodeError for json's: the reply of an HTTP call, not a file)."""
+        later = self._next.get(chosen.line_no)
+        if (
+            later is None
+            or later.signature is None
+            or chosen.signature is None
+            or later.signature.weight <= chosen.signature.weight
+            or not _restated(chosen.line, later.line)
+        ):
+            return chosen
+        return _told_by(chosen, later, f"line {later.line_no} re-raises its message as {later.category}")
+
+
+def _told_by(head: Candidate, later: Candidate, why: str) -> Candidate:
+    """The first exception of a chain, with the cause a later one of the chain names."""
+    return replace(
+        head,
+        score=max(head.score, later.score),
+        category=later.category,
+        signature=later.signature,
+        groups=later.groups,
+        reasons=(*head.reasons, why),
+    )
+
+
+def _restated(earlier: str, later: str) -> bool:
+    """The later exception re-raises the earlier one's message under another type (requests' JSONDecodeError for
+    json's): one statement, which the later one's type tells better."""
+    first, then = EXCEPTION_LINE.search(earlier), EXCEPTION_LINE.search(later)
+    if first is None or then is None or first["msg"] is None or then["msg"] is None:
+        return False
+    message = first["msg"].strip()
+    return len(message) >= STATED_CHARS and then["msg"].strip() == message
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement

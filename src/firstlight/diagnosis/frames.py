@@ -9,22 +9,21 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from firstlight.diagnosis.signatures import (
+from firstlight.diagnosis.places import (
     DRAFT_MODELS,
     DRAFT_SOURCES,
-    EXCEPTION_LINE,
     FRAME_LINE,
     NAMES_AN_ARGUMENT,
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
     SETTINGS_CHECK,
-    TRACEBACK_TEXT,
-    Signature,
     argument_named,
     raised_in_places,
 )
+from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT, Signature, signatures_by_id
 from firstlight.engines import strip_line_prefix
 
+MAX_FRAMES = 200  # of one traceback, kept to tell what it passed through (a recursion's are thousands)
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 # `raise NotImplementedError("sharded is not supported for AutoModel")`: what the exception line would have said
 _RAISE_CALL = re.compile(
@@ -50,6 +49,7 @@ class TracebackPlace:
         self.function = ""  # the function of that frame
         self.caller: str | None = None  # the last frame outside the libraries every engine calls (torch, Triton)
         self.drafting = False  # a frame of this traceback is a draft model's code (its load_weights, its forward)
+        self.passed: list[str] = []  # this traceback's frames so far, each as `path in function`
         self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
 
@@ -58,8 +58,10 @@ class TracebackPlace:
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             if self.frame is None:  # a traceback's first frame
-                self.caller, self.drafting = None, False
+                self.caller, self.drafting, self.passed = None, False, []
             self.frame = frame.group("path")
+            if len(self.passed) < MAX_FRAMES:
+                self.passed.append(f"{self.frame} in {frame.group('function') or ''}")
             self.drafting = self.drafting or DRAFT_MODELS.search(self.frame) is not None
             if not _SHARED_LIBRARY.search(self.frame):
                 self.caller = self.frame
@@ -84,7 +86,16 @@ class TracebackPlace:
             self._forget()
 
     def _forget(self) -> None:
-        self.frame, self.function, self.caller, self.drafting = None, "", None, False
+        self.frame, self.function, self.caller, self.drafting, self.passed = None, "", None, False, []
+
+    def retold(self, sig: Signature) -> tuple[Signature, str] | None:
+        """For a signature whose message means another cause when raised through certain code (a Ray actor's, the
+        engine's wait on its own HTTP server): that cause's signature, with why."""
+        for frames, other in sig.in_traceback:
+            passed = next((f for f in self.passed if frames.search(f)), None)
+            if passed is not None:
+                return signatures_by_id()[other], f"raised through {passed}, which makes it {other}"
+        return None
 
     def failed_assert(self, line: str) -> tuple[int, str] | None:
         """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""

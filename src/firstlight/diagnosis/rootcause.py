@@ -218,7 +218,7 @@ class RootCauseFinder:
             seen.last_seen = line_no
             self._chains.seen(line_no, line, seen)
             return None
-        placed = self._traceback.placed(line, statement is not None) if sig is None else None
+        placed = self._traceback.placed(line, statement is not None) if sig is None else self._traceback.retold(sig)
         if placed is not None:
             sig, why = placed
             score = max(score, sig.weight + EXCEPTION_BONUS)
@@ -354,7 +354,8 @@ class RootCauseFinder:
             and c.line_no - first.line_no <= DETAIL_SPAN
             and c.signature.weight > first.signature.weight  # more specific, not the same message as an exception
         ]
-        chosen = raised_below(self._chains.head(min(details, key=_rank) if details else first), found)
+        chosen = min(details, key=_rank) if details else self._chains.retyped(first)
+        chosen = raised_below(self._chains.head(chosen), found)
         return self._first_statement(cause_behind(chosen, found) or chosen, found)
 
     def _first_statement(self, chosen: Candidate, found: list[Candidate]) -> Candidate:

@@ -52,6 +52,9 @@ class Signature:
     on_newer_gpu: str | None = None
     # a cause in plain words (no engine's own message): read only where no other signature names the line
     plain: bool = False
+    # another signature that tells the line when the traceback raising it passed through certain code (a frame's
+    # `path in function` matches): "No CUDA GPUs are available" inside a Ray actor is the actor's placement
+    in_traceback: tuple[tuple[re.Pattern[str], str], ...] = ()
 
     def search(self, line: str) -> re.Match[str] | None:
         """The pattern's match on the line, in its own case or else in any case."""
@@ -93,8 +96,14 @@ def load_signatures() -> tuple[Signature, ...]:
                 None if _tests_case(entry["pattern"]) else re.compile(entry["pattern"], re.IGNORECASE),
                 _category(entry, "on_newer_gpu"),
                 _flag(entry, "plain"),
+                tuple((re.compile(frames), other) for other, frames in entry.get("in_traceback", {}).items()),
             )
         )
+    known = {sig.id for sig in out}
+    for sig in out:
+        for _, other in sig.in_traceback:
+            if other not in known:
+                raise ValueError(f"signature {sig.id}: `in_traceback` names no signature {other}")
     return tuple(out)
 
 
@@ -231,170 +240,22 @@ def wrapper_lines() -> re.Pattern[str]:
 @cache
 def restating_lines() -> re.Pattern[str] | None:
     """Lines that state the message of an exception the log then shows in full (every engine's)."""
-    return _any_of([p.pattern for a in ENGINES.values() for p in a.restating_lines])
+    return any_of([p.pattern for a in ENGINES.values() for p in a.restating_lines])
 
 
 @cache
 def error_level_lines() -> re.Pattern[str] | None:
     """Lines an engine writes at its error level (llama.cpp's ` E ` marker): candidates even without an
     exception's shape."""
-    return _any_of([a.error_line.pattern for a in ENGINES.values() if a.error_line is not None])
-
-
-# A traceback frame as Python prints it; the last one before an exception line is where it was raised.
-FRAME_LINE = re.compile(r'File "(?P<path>[^"]+)", line \d+(?:, in (?P<function>[\w<>]+))?')
-# A function that checks settings, wherever it lives (vLLM's platforms' `check_and_update_config`, an engine's
-# `_verify_args`, `validate_args`): what it raises is about the settings it was given.
-SETTINGS_CHECK = re.compile(r"_*(?:verify|validate|check)\w*_(?:config|args|arguments)")
-
-# A generic exception raised where an engine validates its arguments or configuration is about the settings,
-# whatever its type (ValueError, AssertionError, a pydantic ValidationError).
-RAISED_IN_CONFIG = Signature(
-    "raised_in_config_validation",
-    "invalid_config",
-    0.6,
-    EXCEPTION_LINE,
-    "The engine's own check of its arguments or the model's configuration rejected the settings: the line says "
-    "which. Change the flag or the config value it names.",
-)
-
-
-# A generic exception raised where an engine looks a model up in its registry names a model it does not know.
-RAISED_IN_REGISTRY = Signature(
-    "raised_in_model_registry",
-    "model_arch_unsupported",
-    0.75,
-    EXCEPTION_LINE,
-    "The engine (or transformers) looked the model's type or architecture up in its registry and did not find "
-    "it: this version does not know the model. Upgrade the engine (and transformers) to a version that supports "
-    "it, or check model_type and architectures in the model's config.json.",
-)
-
-
-# A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
-# the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
-# method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch is placed like
-# any other exception.
-DRAFT_SOURCES = re.compile(r"/speculative/|/spec_decode/|eagle\w*\.py$|medusa\w*\.py$")  # the innermost frame
-DRAFT_MODELS = re.compile(r"/models/\w*(?:eagle|medusa)\w*\.py$")  # any frame: a draft model's own code
-SHAPE_MISMATCH = re.compile(
-    r"shapes cannot be multiplied|must match the size of tensor|Attempted to load weight|size mismatch for"
-    r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape"
-    r"|vocab_sizes?\W.{0,40}=="
-)
-RAISED_IN_DRAFT = Signature(
-    "raised_in_draft_model",
-    "invalid_config",
-    0.6,
-    SHAPE_MISMATCH,
-    "A tensor shape did not fit while the speculative-decoding draft model loaded or ran: the draft does not fit "
-    "the target. Give a draft trained for this target model (same hidden size and vocabulary) and the method it "
-    "was trained for (--speculative-algorithm / speculative_config method: EAGLE vs EAGLE3).",
-)
-
-
-# A generic exception raised in an engine's attention backends (or the attention kernel libraries they call) is
-# most often the backend refusing this model's shape, head count or dtype; one raised in its quantization layers,
-# the method refusing the checkpoint. Broad: weighted under BROAD_WEIGHT, so their confidence says so. The module
-# paths are the engines' own layouts (vLLM, SGLang, TGI) and the kernel libraries'; on real logs whose cause no
-# signature named, these frames were right 5 times in 6 and the distributed package's 0 in 2 (left out).
-ATTENTION_SOURCES = re.compile(
-    r"/(?:v1/)?attention/|/layers/attention/|_attention\.py$|/aiter/mla\.py|/\w*flash_attn\w*/|/flashinfer/(?!jit/)"
-)
-QUANTIZATION_SOURCES = re.compile(r"/layers/quantization/|/quantization/|/utils/(?:gptq|awq)/|/compressed_tensors/")
-
-RAISED_IN_ATTENTION = Signature(
-    "raised_in_attention_backend",
-    "attention_backend_unsupported",
-    0.55,
-    EXCEPTION_LINE,
-    "The attention backend (or its kernel library) refused the model or the settings where it was raised: "
-    "a head count, head size, dtype or feature it does not support. Choose another backend "
-    "(--attention-backend), or settings it supports (the line says which).",
-)
-
-RAISED_IN_QUANTIZATION = Signature(
-    "raised_in_quantization",
-    "unsupported_quantization_format",
-    0.55,
-    EXCEPTION_LINE,
-    "The quantization layer for this checkpoint's method failed where it was raised: the method, its format or "
-    "this model's shapes are not supported by this engine version. Use a checkpoint in a supported format, or "
-    "an engine version that supports this one.",
-)
-
-
-# A generic exception whose message names one of the engine's own arguments (`AssertionError: multi-layer EAGLE requires
-# speculative_num_draft_tokens == speculative_num_steps + 1`, `ValueError: --device-ids must not contain duplicates`)
-# is about the settings, where no traceback frame says where it was raised. Broad: weighted under BROAD_WEIGHT. Of the
-# 827 messages raised (ValueError, AssertionError, NotImplementedError, RuntimeError, TypeError) in vLLM 0.32's config
-# classes and arg_utils and SGLang 0.5.23's server_args and arg_groups, 451 named no cause by their words alone, as a
-# log shows them without their traceback; this places 239 of them.
-NAMES_AN_ARGUMENT = Signature(
-    "names_an_engine_argument",
-    "invalid_config",
-    0.6,
-    EXCEPTION_LINE,
-    "The engine rejected a setting, and the message names the argument: change that flag (or the value it was given), "
-    "as the rest of the line says.",
-)
-# the exceptions argument checks raise; an error of another kind that names an argument is about something else
-_SETTING_EXCEPTIONS = frozenset(
-    ("ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError", "ValidationError", "Exception")
-)
-_ARGUMENT_WORD = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)+)|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b")
-
-
-@cache
-def engine_arguments() -> frozenset[str]:
-    """The engines' argument names of two words or more (arguments.yaml, read from their sources)."""
-    text = resources.files("firstlight.diagnosis").joinpath("arguments.yaml").read_text()
-    return frozenset(name for engine in yaml.safe_load(text).values() for name in engine["names"])
-
-
-def argument_named(message: str, exception: str = "AssertionError") -> str | None:
-    """The first engine argument (its `--flag` or its field name) that the message of a generic exception of this
-    type names, if any; a bare AssertionError's message is the `assert` statement it failed on."""
-    if exception.rsplit(".", 1)[-1] not in _SETTING_EXCEPTIONS:
-        return None
-    names = engine_arguments()
-    for m in _ARGUMENT_WORD.finditer(message):
-        word = m.group(2) or m.group(1).replace("-", "_")
-        if word in names:
-            return word
-    return None
-
-
-@cache
-def registry_sources() -> re.Pattern[str] | None:
-    """Every engine's model-registry source files, in one pattern."""
-    return _any_of([p for a in ENGINES.values() for p in a.registry_sources])
-
-
-@cache
-def raised_in_places() -> tuple[tuple[re.Pattern[str], Signature], ...]:
-    """Where a generic exception was raised (its last frame's file), and what that names, in this order."""
-    places = (
-        (registry_sources(), RAISED_IN_REGISTRY),
-        (config_sources(), RAISED_IN_CONFIG),
-        (ATTENTION_SOURCES, RAISED_IN_ATTENTION),
-        (QUANTIZATION_SOURCES, RAISED_IN_QUANTIZATION),
-    )
-    return tuple((rx, sig) for rx, sig in places if rx is not None)
-
-
-@cache
-def config_sources() -> re.Pattern[str] | None:
-    """Every engine's argument- and config-validation source files, in one pattern."""
-    return _any_of([p for a in ENGINES.values() for p in a.config_sources])
+    return any_of([a.error_line.pattern for a in ENGINES.values() if a.error_line is not None])
 
 
 @cache
 def ignored_errors() -> re.Pattern[str] | None:
     """Errors an engine logs and carries on from, every engine's in one pattern."""
-    return _any_of([p.pattern for a in ENGINES.values() for p in a.ignored_errors])
+    return any_of([p.pattern for a in ENGINES.values() for p in a.ignored_errors])
 
 
-def _any_of(patterns: list[str]) -> re.Pattern[str] | None:
+def any_of(patterns: list[str]) -> re.Pattern[str] | None:
     """One pattern matching any of these (every engine's in one search); None when there are none."""
     return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
