@@ -229,3 +229,15 @@ def test_nvshmem_names_the_peer_it_cannot_reach_before_its_transport_map_fails()
     ]
     d = diagnosis(log)
     assert (d.category, d.root_cause_line) == ("nccl_error", log[1])
+
+
+def test_a_key_error_in_a_models_weight_loader_is_a_tensor_the_model_code_lacks() -> None:
+    frames = [(f"{SITE}/vllm/model_executor/model_loader.py", "get_model")]
+    loader = (f"{SITE}/vllm/model_executor/models/qwen.py", "load_weights")
+    lines = traceback([*frames, loader], "KeyError: 'transformer.visual.positional_embedding'")
+    assert diagnosis(lines).category == "model_arch_unsupported"
+    # a quantization tensor the loader does not expect names the format, wherever it is raised
+    quant = traceback([*frames, loader], "KeyError: 'model.layers.3.mlp.gate_up_proj.weight_scale'")
+    assert diagnosis(quant).category == "unsupported_quantization_format"
+    # the same KeyError raised outside a weight loader says nothing of the model
+    assert diagnosis(traceback(frames, lines[-1])).category == "unknown"

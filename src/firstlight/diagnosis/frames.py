@@ -16,7 +16,9 @@ from firstlight.diagnosis.places import (
     NAMES_AN_ARGUMENT,
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
+    RAISED_IN_WEIGHT_LOADER,
     SETTINGS_CHECK,
+    WEIGHT_LOADER,
     argument_named,
     raised_in_places,
 )
@@ -144,6 +146,8 @@ class TracebackPlace:
             sig = next((sig for places, sig in raised_in_places() if places.search(place)), None) if place else None
             if sig is not None:
                 return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({place})"
+        if raised is not None and raised["exc"] == "KeyError" and WEIGHT_LOADER.search(f"{where} in {function}"):
+            return RAISED_IN_WEIGHT_LOADER, f"a KeyError in a model's weight loader ({where}, {function})"
         if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
         return self._named(line, raised)

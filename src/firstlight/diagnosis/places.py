@@ -43,6 +43,20 @@ RAISED_IN_REGISTRY = Signature(
     "it, or check model_type and architectures in the model's config.json.",
 )
 
+# A KeyError raised in a model's weight loader is a checkpoint tensor the engine's code for the model has no parameter
+# for (`params_dict[name]`): a variant of the architecture it does not implement (a vision tower, another layout).
+WEIGHT_LOADER = re.compile(r"/models/\w+\.py in (?:load_weights|_load_module|load_\w*weights?)$")
+RAISED_IN_WEIGHT_LOADER = Signature(
+    "raised_in_weight_loader",
+    "model_arch_unsupported",
+    0.7,
+    EXCEPTION_LINE,
+    "The checkpoint holds a tensor that this engine's code for the model has no parameter for: a variant of the "
+    "architecture this version does not implement (a vision tower, a draft head) or a checkpoint in another layout. "
+    "Check the architectures in config.json against the engine's supported models, upgrade the engine, or use a "
+    "checkpoint in the model's usual layout.",
+)
+
 
 # A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
 # the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
