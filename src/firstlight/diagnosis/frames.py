@@ -38,6 +38,11 @@ _RAISE_CALL = re.compile(
 _SHARED_LIBRARY = re.compile(r"/(?:torch|triton)/|/python3\.\d+/(?!(?:site|dist)-packages/)|^<")
 
 
+def _passed(path: str, function: str) -> str:
+    """A frame as the places and a signature's `in_traceback` match it: `path in function`."""
+    return f"{path} in {function}"
+
+
 class Place(NamedTuple):
     frame: bool  # the line is a traceback frame (`File "...", line N, in f`)
     code: bool  # the line is the source line a traceback shows under a frame
@@ -61,13 +66,12 @@ class TracebackPlace:
         if frame is not None:
             if self.frame is None:  # a traceback's first frame
                 self.caller, self.drafting, self.passed = None, False, []
-            self.frame = frame.group("path")
+            self.frame, self.function = frame.group("path"), frame.group("function") or ""
             if len(self.passed) < MAX_FRAMES:
-                self.passed.append(f"{self.frame} in {frame.group('function') or ''}")
+                self.passed.append(_passed(self.frame, self.function))
             self.drafting = self.drafting or DRAFT_MODELS.search(self.frame) is not None
             if not _SHARED_LIBRARY.search(self.frame):
                 self.caller = self.frame
-            self.function = frame.group("function") or ""
             self.code = None
         elif TRACEBACK_TEXT in line:  # a new traceback, whether the last one ended or not
             self._forget()
@@ -146,7 +150,7 @@ class TracebackPlace:
             sig = next((sig for places, sig in raised_in_places() if places.search(place)), None) if place else None
             if sig is not None:
                 return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({place})"
-        if raised is not None and raised["exc"] == "KeyError" and WEIGHT_LOADER.search(f"{where} in {function}"):
+        if raised is not None and raised["exc"] == "KeyError" and WEIGHT_LOADER.search(_passed(where, function)):
             return RAISED_IN_WEIGHT_LOADER, f"a KeyError in a model's weight loader ({where}, {function})"
         if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
