@@ -161,7 +161,8 @@ def test_the_speculative_worker_loading_the_target_is_no_draft_that_does_not_fit
         "    assert param_data.shape == loaded_weight.shape",
         "AssertionError",
     ]
-    assert diagnosis(lines).category == "unknown"
+    # the target's checkpoint does not fit the target's code (weight_shape_mismatch), not the draft
+    assert diagnosis(lines).category == "model_arch_unsupported"
     # the draft model's own load_weights on the way: the draft does not fit
     lines[3] = f'  File "{SITE}/vllm/model_executor/models/eagle.py", line 222, in load_weights'
     assert diagnosis(lines).category == "invalid_config"
@@ -241,3 +242,72 @@ def test_a_key_error_in_a_models_weight_loader_is_a_tensor_the_model_code_lacks(
     assert diagnosis(quant).category == "unsupported_quantization_format"
     # the same KeyError raised outside a weight loader says nothing of the model
     assert diagnosis(traceback(frames, lines[-1])).category == "unknown"
+
+
+# A weight loader's shape assertion, as vLLM 0.2-0.7 and SGLang (which called vLLM's linear layers) raise it
+# (constructed from the frames of vllm/model_executor/models/llama.py and layers/linear.py).
+WEIGHT_SHAPE_TRACEBACK = [
+    "Traceback (most recent call last):",
+    f'  File "{SITE}/vllm/model_executor/model_loader/loader.py", line 1135, in _load_weights',
+    "    loaded_weights = model.load_weights(qweight_iterator)",
+    f'  File "{SITE}/vllm/model_executor/models/llama.py", line 400, in load_weights',
+    "    weight_loader(param, loaded_weight, shard_id)",
+    f'  File "{SITE}/vllm/model_executor/layers/linear.py", line 589, in weight_loader',
+    "    assert param_data.shape == loaded_weight.shape",
+    "AssertionError",
+]
+
+
+def test_a_weight_shape_mismatch_reads_the_quantization_stated_before_it() -> None:
+    # no quantization stated: the checkpoint is a variant of the architecture the code does not implement
+    plain = diagnosis(WEIGHT_SHAPE_TRACEBACK)
+    assert (plain.category, plain.signature) == ("model_arch_unsupported", "weight_shape_mismatch")
+    assert plain.root_cause_line == "    assert param_data.shape == loaded_weight.shape"
+    # vLLM's engine config names the method: the quantized layout is what does not fit
+    config = "INFO 02-07 05:08:33 llm_engine.py:234] Initializing an LLM engine with config: quantization=bitsandbytes"
+    quantized = diagnosis([config, *WEIGHT_SHAPE_TRACEBACK])
+    assert (quantized.category, quantized.signature) == ("unsupported_quantization_format", "quantized_weights_unfit")
+    # `quantization=None` (the argument Namespace of an unquantized launch) states none
+    unquantized = diagnosis(
+        ["INFO api_server.py:841] args: Namespace(quantization=None, dtype='auto')", *WEIGHT_SHAPE_TRACEBACK]
+    )
+    assert unquantized.category == "model_arch_unsupported"
+    # torch's narrow() past a dimension is the same mismatch, and SGLang's command line states the method as a flag
+    narrowed = [*WEIGHT_SHAPE_TRACEBACK[:-2], "RuntimeError: start (0) + length (14336) exceeds dimension size (896)."]
+    flag = "$ python3 -m sglang.launch_server --model-path m --quantization awq --port 30000"
+    assert diagnosis(narrowed).category == "model_arch_unsupported"
+    assert diagnosis([flag, *narrowed]).category == "unsupported_quantization_format"
+
+
+def test_a_key_error_in_a_loader_is_a_tensor_the_code_lacks_or_a_quantized_one() -> None:
+    # SGLang's loader mapping a saved state onto the model (model_loader/loader.py load_model: `state_dict[key]`)
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "{SITE}/sglang/srt/model_loader/loader.py", line 605, in load_model',
+        "    param_data = state_dict[key].data",
+        "KeyError: 'model.layers.10.mlp.experts.e_score_correction_bias'",
+    ]
+    assert diagnosis(lines).category == "model_arch_unsupported"
+    # with a quantization method stated (here in the user's own code), a tensor of the method the code has no
+    # parameter for (SqueezeLLM's `rows`)
+    stated = '    llm = LLM(model=model_path, quantization="squeezellm", dtype=torch.float16)'
+    lines[1] = f'  File "{SITE}/vllm/model_executor/models/llama.py", line 395, in load_weights'
+    lines[3] = "KeyError: 'model.layers.0.self_attn.qkv_proj.rows'"
+    assert diagnosis([stated, *lines]).category == "unsupported_quantization_format"
+
+
+def test_an_exception_of_vllms_base_platform_is_no_accelerator_found() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        f'  File "{SITE}/vllm/attention/selector.py", line 215, in which_attn_to_use',
+        "    if current_platform.get_device_capability()[0] < 8:",
+        f'  File "{SITE}/vllm/platforms/interface.py", line 28, in get_device_capability',
+        "    raise NotImplementedError",
+        "NotImplementedError",
+    ]
+    assert diagnosis(lines).category == "hardware_unsupported"
+    # vLLM said at DEBUG why it found no CUDA platform: that is the cause
+    why = "DEBUG 04-10 22:38:54 [__init__.py:93] CUDA platform is not available because: NVML Shared Library Not Found"
+    told = diagnosis([why, *lines])
+    assert (told.category, told.root_cause_line) == ("import_dependency_error", why)
+    assert told.signature == "driver_library_missing"

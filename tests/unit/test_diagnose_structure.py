@@ -1622,14 +1622,44 @@ def test_a_cpp_exceptions_message_and_a_failed_assert_are_error_lines() -> None:
         "python3: /project/lib/Dialect/TritonGPU/Transforms/AccelerateMatmul.cpp:42: int f(int): "
         'Assertion `false && "computeCapability not supported"\' failed.'
     )
+    # Apple's frameworks state theirs so (Metal's API validation, before the shell's `zsh: abort`)
+    assert states_error(
+        "-[MTLComputePipelineDescriptorInternal setComputeFunction:withType:]:722: failed assertion "
+        "`computeFunction must not be nil.'"
+    )
 
 
 @pytest.mark.parametrize(
-    ("death", "category"), [("Segmentation fault: 11", "unknown"), ("Illegal instruction: 4", "hardware_unsupported")]
+    ("death", "category"),
+    [
+        ("Segmentation fault: 11", "unknown"),
+        ("Illegal instruction: 4", "hardware_unsupported"),
+        ("fish: Job 1, './llama-cli -m \"m.gguf\"' terminated by signal SIGSEGV (Address boundary error)", "unknown"),
+        ("zsh: abort      ./main -m ../models/llama-3.gguf -n 128", "unknown"),
+        ("Exception caught at file:/app/ggml/src/ggml-sycl/ggml-sycl.cpp, line:3600", "unknown"),
+    ],
 )
-def test_a_macos_shells_notice_of_a_signal_is_a_death(death: str, category: str) -> None:
+def test_a_shells_notice_of_a_signal_is_a_death(death: str, category: str) -> None:
+    # a shell's notice that its child died (macOS's by number, fish's and zsh's by name), or ggml's SYCL backend
+    # catching an exception and exiting: the log stops on a death, not in a hang
     report = diagnose_log(["llama_model_loader: loaded meta data with 19 key-value pairs", death])
     assert report.outcome == "failed" and report.diagnosis.category == category
+
+
+def test_a_launch_stopped_with_ctrl_c_while_it_waited_is_a_hang() -> None:
+    # constructed after vLLM's offline LLM waiting for its engine processes until the user pressed Ctrl-C
+    log = [
+        "INFO 04-14 10:00:00 [core.py:61] Initializing a V1 LLM engine (v0.8.4) with config: model='m'",
+        "Traceback (most recent call last):",
+        '  File "/py/lib/python3.12/multiprocessing/connection.py", line 1136, in wait',
+        "    ready = selector.select(timeout)",
+        "KeyboardInterrupt",
+    ]
+    report = diagnose_log(log)
+    assert report.outcome == "not_ready" and report.diagnosis.category == "hang_timeout"
+    # an error before the Ctrl-C is what stopped it
+    failed = diagnose_log([log[0], "RuntimeError: CUDA error: out of memory", *log[1:]])
+    assert failed.outcome == "failed" and failed.diagnosis.category == "cuda_oom"
 
 
 def test_a_line_that_states_an_error_is_no_settings_dump() -> None:

@@ -17,6 +17,10 @@ Each pair is read from where the engines wire the two together:
   this architecture` when the installed version predates the model; engines check the version first and warn
   (LMDeploy: `The current version of transformers is A, which is lower than the required version B`, SGLang and
   vLLM: `... requires transformers>=B`). The version is the cause.
+- vLLM (`vllm/platforms/__init__.py`) logs at DEBUG why each platform is not available (`CUDA platform is not
+  available because: NVML Shared Library Not Found`; of these, the GPU's own matters) and falls back to its base
+  platform, whose methods raise a bare `NotImplementedError` (`vllm/platforms/interface.py`). Why the platform was
+  not found is the cause.
 """
 
 from __future__ import annotations
@@ -58,6 +62,10 @@ PAIRS = (
             r"(?i)transformers\W.{0,80}(lower|older) than the (minimum )?required version"
             r"|requires? transformers\s*(>=|>|==)\s*\d|transformers\s*(>=|>|==)\s*[\d.]+\w* is required"
         ),
+    ),
+    CausalPair(
+        re.compile(r"NotImplementedError:?\s*$"),
+        re.compile(r"(?:CUDA|ROCm) platform is not available because: "),
     ),
 )
 

@@ -2,7 +2,8 @@
 
 The frame says where an exception was raised (an engine's config validation, a model registry); the source line
 says what a bare `AssertionError` asserted, and what a traceback cut off before its exception line would have
-raised."""
+raised. What the log said of the launch's settings before (settings.py) tells what a shape mismatch under a weight
+loader means."""
 
 from __future__ import annotations
 
@@ -13,15 +14,20 @@ from firstlight.diagnosis.places import (
     DRAFT_MODELS,
     DRAFT_SOURCES,
     FRAME_LINE,
+    KEYED_LOADER,
     NAMES_AN_ARGUMENT,
+    QUANTIZED_WEIGHTS,
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
     RAISED_IN_WEIGHT_LOADER,
     SETTINGS_CHECK,
+    SHAPE_MISMATCH,
     WEIGHT_LOADER,
+    WEIGHT_SHAPE,
     argument_named,
     raised_in_places,
 )
+from firstlight.diagnosis.settings import StatedSettings
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT, Signature, signatures_by_id
 from firstlight.engines import strip_line_prefix
 
@@ -59,9 +65,11 @@ class TracebackPlace:
         self.passed: list[str] = []  # this traceback's frames so far, each as `path in function`
         self.code: tuple[int, str] | None = None  # the source line under the last frame (line number, text)
         self._code_col: int | None = None  # where the last frame line's `File` starts: its source line is deeper
+        self.settings = StatedSettings()  # what the log said of the launch's settings so far
 
     def read(self, line_no: int, line: str) -> Place:
         """Note the line; whether it is a frame line, or the source line under a frame."""
+        self.settings.read(line)
         frame = FRAME_LINE.search(line) if 'File "' in line else None  # the substring test spares the regex
         if frame is not None:
             if self.frame is None:  # a traceback's first frame
@@ -130,8 +138,9 @@ class TracebackPlace:
         """For a generic exception (or the statement a bare AssertionError failed on), what the place it was raised
         says: a shape mismatch in a speculative-decoding draft's code; its last frame's file, or the engine's frame
         that called into torch or Triton (a model registry's lookup, an engine's argument and config validation, an
-        attention backend, a quantization layer: the first that matches); a function that checks settings; else
-        the engine argument its message names. With why."""
+        attention backend, a quantization layer: the first that matches); a shape mismatch or a KeyError under a
+        model's weight loader (read with the quantization method the log said is in effect); a function that checks
+        settings; else the engine argument its message names. With why."""
         raised = None if statement else EXCEPTION_LINE.search(line)
         if raised is None and not statement:
             return None
@@ -150,8 +159,14 @@ class TracebackPlace:
             sig = next((sig for places, sig in raised_in_places() if places.search(place)), None) if place else None
             if sig is not None:
                 return sig, f"raised in {sig.id.removeprefix('raised_in_').replace('_', ' ')} ({place})"
-        if raised is not None and raised["exc"] == "KeyError" and WEIGHT_LOADER.search(_passed(where, function)):
-            return RAISED_IN_WEIGHT_LOADER, f"a KeyError in a model's weight loader ({where}, {function})"
+        quantization = self.settings.quantization
+        quantized = f", loading {quantization} weights" if quantization else ", no quantization stated"
+        loading = next((f for f in self.passed if WEIGHT_LOADER.search(f)), None)
+        if loading is not None and SHAPE_MISMATCH.search(line):
+            return QUANTIZED_WEIGHTS if quantization else WEIGHT_SHAPE, f"a shape mismatch under {loading}{quantized}"
+        if raised is not None and raised["exc"] == "KeyError" and KEYED_LOADER.search(_passed(where, function)):
+            sig = QUANTIZED_WEIGHTS if quantization else RAISED_IN_WEIGHT_LOADER
+            return sig, f"a KeyError in a weight loader ({where}, {function}){quantized}"
         if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
         return self._named(line, raised)

@@ -66,6 +66,7 @@ ERROR_MESSAGE = re.compile(
     r"|^\s*\[Error\]: \S"  # torch_npu's table of what an NPU error code means (`[Error]: The device is unavailable.`)
     r"|^\s*what\(\):\s+\S"  # an uncaught C++ exception's message, under `terminate called after throwing ...`
     r"|: Assertion `.{1,300}' failed\.?\s*$"  # glibc's assert(): `prog: file.cpp:42: func: Assertion `expr' failed.`
+    r"|\]:\d+: failed assertion `"  # Apple's (Metal): `-[Class method:]:722: failed assertion `...'`
     r"|\b(?:CUDA|cuBLAS|HIP|ROCm|SYCL) error \d+ at \S+:\d+"
     r"|^[\w./\\:-]+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp):\d+: [a-zA-Z(]|; error\s+: \S"
     r"|^\S+\.(?:c|cc|cpp|cu|cuh|m|mm|h|hpp|metal):\d+:\d+: (?:fatal )?error: \S"  # a compiler's diagnostic

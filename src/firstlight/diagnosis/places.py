@@ -43,9 +43,11 @@ RAISED_IN_REGISTRY = Signature(
     "it, or check model_type and architectures in the model's config.json.",
 )
 
-# A KeyError raised in a model's weight loader is a checkpoint tensor the engine's code for the model has no parameter
-# for (`params_dict[name]`): a variant of the architecture it does not implement (a vision tower, another layout).
+# A KeyError raised in a model's weight loader, or in the engine's model loader that maps a saved state onto the
+# model, is a checkpoint tensor the engine's code for the model has no parameter for (`params_dict[name]`,
+# `state_dict[key]`): a variant of the architecture it does not implement (a vision tower, another layout).
 WEIGHT_LOADER = re.compile(r"/models/\w+\.py in (?:load_weights|_load_module|load_\w*weights?)$")
+KEYED_LOADER = re.compile(f"{WEIGHT_LOADER.pattern}|/model_loader/\\w+\\.py in (?:load_model|_?load_weights)$")
 RAISED_IN_WEIGHT_LOADER = Signature(
     "raised_in_weight_loader",
     "model_arch_unsupported",
@@ -57,6 +59,31 @@ RAISED_IN_WEIGHT_LOADER = Signature(
     "checkpoint in the model's usual layout.",
 )
 
+# A tensor shape mismatch raised under a model's weight loader (`assert param_data.shape == loaded_weight.shape`,
+# `The size of tensor a (3584) must match ...`): a checkpoint tensor does not fit the parameter the engine's code
+# made for it. With a quantization method in effect (settings.StatedSettings), the method's layout of this model's
+# layers (packed, split or scaled tensors) is what differs, as it is for a KeyError there; without one, the
+# architecture's variant.
+WEIGHT_SHAPE = Signature(
+    "weight_shape_mismatch",
+    "model_arch_unsupported",
+    0.6,
+    EXCEPTION_LINE,
+    "A checkpoint tensor's shape does not fit the parameter this engine's code for the model made for it: a variant "
+    "of the architecture this version does not implement (other head counts, a classifier or vision head), or a "
+    "config.json that does not describe the checkpoint. Check the architecture and sizes in config.json against the "
+    "weights, or use an engine version that implements this variant.",
+)
+QUANTIZED_WEIGHTS = Signature(
+    "quantized_weights_unfit",
+    "unsupported_quantization_format",
+    0.6,
+    EXCEPTION_LINE,
+    "A quantized checkpoint's tensor is not one the engine's quantization method lays out for this model's layer "
+    "(a tensor it made no parameter for, or one of another shape): the method (or its loader) does not support "
+    "this model or this checkpoint's packing. Use a checkpoint quantized in a format this engine supports for the "
+    "model, the unquantized model, or an engine version that supports the combination.",
+)
 
 # A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
 # the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
@@ -67,7 +94,7 @@ DRAFT_MODELS = re.compile(r"/models/\w*(?:eagle|medusa)\w*\.py$")  # any frame: 
 SHAPE_MISMATCH = re.compile(
     r"shapes cannot be multiplied|must match the size of tensor|Attempted to load weight|size mismatch for"
     r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape"
-    r"|vocab_sizes?\W.{0,40}=="
+    r"|vocab_sizes?\W.{0,40}==|exceeds dimension size"
 )
 RAISED_IN_DRAFT = Signature(
     "raised_in_draft_model",
@@ -88,6 +115,9 @@ RAISED_IN_DRAFT = Signature(
 ATTENTION_SOURCES = re.compile(
     r"/(?:v1/)?attention/|/layers/attention/|_attention\.py$|/aiter/mla\.py|/\w*flash_attn\w*/|/flashinfer/(?!jit/)"
 )
+# vLLM's base platform: what it raises (a bare NotImplementedError from get_device_capability) is vLLM having found no
+# accelerator platform, so that it runs on the base class, which implements nothing.
+PLATFORM_SOURCES = re.compile(r"/vllm/platforms/interface\.py$")
 QUANTIZATION_SOURCES = re.compile(r"/layers/quantization/|/quantization/|/utils/(?:gptq|awq)/|/compressed_tensors/")
 
 RAISED_IN_ATTENTION = Signature(
@@ -98,6 +128,17 @@ RAISED_IN_ATTENTION = Signature(
     "The attention backend (or its kernel library) refused the model or the settings where it was raised: "
     "a head count, head size, dtype or feature it does not support. Choose another backend "
     "(--attention-backend), or settings it supports (the line says which).",
+)
+
+RAISED_IN_BASE_PLATFORM = Signature(
+    "raised_in_base_platform",
+    "hardware_unsupported",
+    0.6,
+    EXCEPTION_LINE,
+    "vLLM detected no accelerator platform (no GPU visible to it, or the driver's NVML library not found in the "
+    "container) and fell back to its base platform, which implements nothing. Check that the GPU is visible where "
+    "vLLM runs (nvidia-smi in the container: --gpus, the device plugin, the driver's libraries), or install the "
+    "vLLM build for this hardware.",
 )
 
 RAISED_IN_QUANTIZATION = Signature(
@@ -164,6 +205,7 @@ def raised_in_places() -> tuple[tuple[re.Pattern[str], Signature], ...]:
     places = (
         (registry_sources(), RAISED_IN_REGISTRY),
         (config_sources(), RAISED_IN_CONFIG),
+        (PLATFORM_SOURCES, RAISED_IN_BASE_PLATFORM),
         (ATTENTION_SOURCES, RAISED_IN_ATTENTION),
         (QUANTIZATION_SOURCES, RAISED_IN_QUANTIZATION),
     )

@@ -172,9 +172,10 @@ EXCEPTION_LINE = re.compile(
 # A crash notice (`Fatal Python error: Segmentation fault`, a shell's `Segmentation fault (core dumped)`, zsh's
 # `[1] 3804384 segmentation fault (core dumped)`, `Aborted (core dumped)`) says a process died, not why: in the
 # real logs that carry one, the cause was always another line.
-# A process stopped by SIGTERM: someone ended the wait (the reader tells a hang ended so from a crash).
-# vLLM's API server turns SIGTERM into `KeyboardInterrupt("terminated")` (entrypoints/openai/api_server.py).
-SIGTERM_EXIT = r"(SystemExit: (15|143)|KeyboardInterrupt: terminated)\s*$"
+# A process stopped by SIGTERM or Ctrl-C: someone ended the wait (the reader tells a hang ended so from a crash).
+# vLLM's API server turns SIGTERM into `KeyboardInterrupt("terminated")` (entrypoints/openai/api_server.py); Ctrl-C
+# raises a bare `KeyboardInterrupt`.
+SIGTERM_EXIT = r"(SystemExit: (15|143)|KeyboardInterrupt: terminated|^\s*KeyboardInterrupt:?)\s*$"
 TRACEBACK_TEXT = "Traceback (most recent call last)"  # a traceback's header, wherever a line's prefix puts it
 # After a logger's prefix: vLLM's, `[time TP0]`, or a pipe-separated one (FastChat's `2024-04-27 10:13:05 | ERROR |
 # stderr | `).
@@ -185,11 +186,19 @@ TRACEBACK_HEADER = (
 # A line that says a process died (not that it was stopped: SIGTERM is someone ending it). After the engine's ready
 # line it means the server no longer serves, whatever the cause above it was.
 LM_STUDIO_EXIT = r"\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime says only how it ended
-# macOS's shells name the signal a child died of by its number (`Segmentation fault: 11`, `Illegal instruction: 4`)
-MACOS_SHELL_DEATH = r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction): \d+\s*$"
+# A shell's notice that its child died of a signal: macOS's shells name it by number (`Segmentation fault: 11`,
+# `Illegal instruction: 4`), fish by name (`fish: Job 1, './llama-cli ...' terminated by signal SIGSEGV (Address
+# boundary error)`), zsh before the command (`zsh: abort      ./main -m ...`).
+SHELL_DEATH = (
+    r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction): \d+\s*$"
+    r"|^fish: Job \d+, .{0,400} terminated by signal SIG[A-Z]+"
+    r"|^zsh: (?:abort|segmentation fault|bus error|illegal hardware instruction|floating point exception)\s"
+)
+# ggml's SYCL backend catches a SYCL exception, prints its message and this, and exits
+SYCL_CAUGHT = r"Exception caught at file:\S+, line:\d+"
 PROCESS_DIED = re.compile(
     r"terminate called after throwing|exited with (code|status) [-1-9]|Fatal Python error|(?i:core dumped)|"
-    rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}|{MACOS_SHELL_DEATH}"
+    rf"^\s*Aborted\s*$|runner (process has )?terminated|{LM_STUDIO_EXIT}|{SHELL_DEATH}|{SYCL_CAUGHT}"
 )
 # A wrapper that quotes the error its worker failed with (vLLM's `RuntimeError: Worker failed with error 'Could not
 # find nvcc ...', please check the stack trace above for the root cause`; Ollama's `llama runner process has
@@ -226,7 +235,7 @@ GENERIC_WRAPPERS = (
     # a rank that calls MPI_Abort after its own error (mpi4py's excepthook, TensorRT-LLM's executor): Open MPI's notice
     r"MPI_ABORT was invoked on rank \d+|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
-    rf"{MACOS_SHELL_DEATH}|" + SIGTERM_EXIT + f"|{PANIC_HEADER}|" + TRACEBACK_HEADER
+    rf"{SHELL_DEATH}|{SYCL_CAUGHT}|" + SIGTERM_EXIT + f"|{PANIC_HEADER}|" + TRACEBACK_HEADER
 )
 
 

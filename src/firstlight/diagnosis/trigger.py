@@ -21,7 +21,7 @@ _TRIGGER_WORDS = re.compile(
     r"platform plugin|logical device|did not receive|no local weights|quantize is set|quantization was not|"
     r"deprecated and will|out of bounds|pre sm|no longer support|notenoughmemory|only 1 can be|not loaded|"
     r"notpresent|fatal|segmentation fault|core dumped|bus error|no gpu|appears to be a uri|create a symlink|"
-    r"on an? `(err|none)` value|keyboardinterrupt: terminated|systemexit: \d|--no-jinja|has offset \d+, expected|"
+    r"on an? `(err|none)` value|keyboardinterrupt|systemexit: \d|--no-jinja|has offset \d+, expected|"
     r"exit(ed)? (with )?(code|status):? ?(-|0x|[1-9])|instead of \"success\"|kv cache memory: -| blocks: 0\b|"
     r"_err_|unavailable|cublas_status_|misaligned|access fault|dispatched on the cpu|exitcode|"
     r"unsatisfied condition|llama_max|no feasible|non-zero (exit )?status|protection domain|no matched device|"
