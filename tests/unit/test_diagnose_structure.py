@@ -1636,6 +1636,8 @@ def test_a_cpp_exceptions_message_and_a_failed_assert_are_error_lines() -> None:
         ("Illegal instruction: 4", "hardware_unsupported"),
         ("fish: Job 1, './llama-cli -m \"m.gguf\"' terminated by signal SIGSEGV (Address boundary error)", "unknown"),
         ("zsh: abort      ./main -m ../models/llama-3.gguf -n 128", "unknown"),
+        ("zsh: killed     ./main -m ../models/llama-3.gguf -n 128", "cuda_oom"),
+        ("fish: Job 1, './llama-server -m m.gguf' terminated by signal SIGKILL (Forced quit)", "cuda_oom"),
         ("Exception caught at file:/app/ggml/src/ggml-sycl/ggml-sycl.cpp, line:3600", "unknown"),
     ],
 )

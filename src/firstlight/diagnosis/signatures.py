@@ -188,10 +188,11 @@ TRACEBACK_HEADER = (
 LM_STUDIO_EXIT = r"\(Exit code: -?[1-9]\d*\)"  # LM Studio's runtime says only how it ended
 # A shell's notice that its child died of a signal: macOS's shells name it by number (`Segmentation fault: 11`,
 # `Illegal instruction: 4`), fish by name (`fish: Job 1, './llama-cli ...' terminated by signal SIGSEGV (Address
-# boundary error)`), zsh before the command (`zsh: abort      ./main -m ...`).
+# boundary error)`), zsh before the command (`zsh: abort      ./main -m ...`). SIGKILL's
+# notices (`zsh: killed`, fish's `SIGKILL`) are a cause of their own: process_sigkilled.
 SHELL_DEATH = (
     r"^\s*(?:Segmentation fault|Abort trap|Bus error|Illegal instruction): \d+\s*$"
-    r"|^fish: Job \d+, .{0,400} terminated by signal SIG[A-Z]+"
+    r"|^fish: Job \d+, .{0,400} terminated by signal SIG(?!KILL)[A-Z]+"
     r"|^zsh: (?:abort|segmentation fault|bus error|illegal hardware instruction|floating point exception)\s"
 )
 # ggml's SYCL backend catches a SYCL exception, prints its message and this, and exits
