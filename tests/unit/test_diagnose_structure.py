@@ -265,6 +265,19 @@ def test_a_service_log_read_from_syslog_keeps_its_messages() -> None:
     assert "xgrammar.so" in report.diagnosis.remedy
 
 
+def test_a_log_copied_from_less_or_cat_v_loses_its_colour_codes() -> None:
+    """`less` shows the escape character as ESC, `cat -v` as ^[: the codes arrive as text (constructed lines)."""
+    log = (
+        "(EngineCore_DP0 pid=35109)ESC[0;0m ERROR 09-17 05:40:55 [core.py:712] EngineCore failed to start.\n"
+        "^[[1;36m(EngineCore_DP0 pid=35109)^[[0;0m ERROR 09-17 05:40:55 [core.py:712] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is "
+        "free.\n"
+    )
+    report = diagnose_text(log)
+    assert report.diagnosis.category == "cuda_oom"
+    assert report.diagnosis.root_cause_line.startswith("(EngineCore_DP0 pid=35109) ERROR 09-17")
+
+
 def test_signature_ids_are_unique() -> None:
     ids = [s.id for s in load_signatures()]
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
