@@ -311,3 +311,17 @@ def test_an_exception_of_vllms_base_platform_is_no_accelerator_found() -> None:
     told = diagnosis([why, *lines])
     assert (told.category, told.root_cause_line) == ("import_dependency_error", why)
     assert told.signature == "driver_library_missing"
+
+
+def test_an_index_error_taking_the_first_of_an_empty_listing_is_a_missing_file() -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/app/modules/models.py", line 247, in llamacpp_loader',
+        "    model_file = list(Path(f'{shared.args.model_dir}/{model_name}').glob('*.gguf'))[0]",
+        "IndexError: list index out of range",
+    ]
+    found = diagnosis(lines)
+    assert (found.category, found.signature) == ("missing_model_files", "first_of_an_empty_listing")
+    # an IndexError on any other line says nothing of files
+    other = [*lines[:2], "    layer = self.layers[layer_idx]", lines[3]]
+    assert diagnosis(other).category != "missing_model_files"

@@ -1786,3 +1786,17 @@ def test_an_error_glued_to_a_progress_bar_is_told_without_the_bar() -> None:
     assert report.outcome == "failed"
     assert report.diagnosis.root_cause_line == error
     assert report.diagnosis.line == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        # Python's subprocess and multiprocessing give a child killed by signal N the exit code -N
+        ("20:53:22-829894 ERROR    Server process terminated unexpectedly with exit code: -4", "hardware_unsupported"),
+        ("  exitcode  : -9 (pid: 2939)", "cuda_oom"),
+        ("RuntimeError: llama-server exited, returncode=-4", "hardware_unsupported"),
+        ("FileNotFoundError: Shared library with base name 'llama' not found", "import_dependency_error"),
+    ],
+)
+def test_a_childs_death_by_signal_and_a_bindings_missing_library(line: str, category: str) -> None:
+    assert diagnose_text(line + "\n").diagnosis.category == category

@@ -13,9 +13,11 @@ from typing import NamedTuple
 from firstlight.diagnosis.places import (
     DRAFT_MODELS,
     DRAFT_SOURCES,
+    FIRST_OF_LISTING,
     FRAME_LINE,
     KEYED_LOADER,
     NAMES_AN_ARGUMENT,
+    NOTHING_LISTED,
     QUANTIZED_WEIGHTS,
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
@@ -167,9 +169,15 @@ class TracebackPlace:
         if raised is not None and raised["exc"] == "KeyError" and KEYED_LOADER.search(_passed(where, function)):
             sig = QUANTIZED_WEIGHTS if quantization else RAISED_IN_WEIGHT_LOADER
             return sig, f"a KeyError in a weight loader ({where}, {function}){quantized}"
+        if raised is not None and raised["exc"] == "IndexError" and self._takes_first_listed():
+            return NOTHING_LISTED, f"an IndexError taking the first of a listing that found nothing ({where})"
         if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
         return self._named(line, raised)
+
+    def _takes_first_listed(self) -> bool:
+        """Whether the source line the traceback shows under its last frame takes the first of a file listing."""
+        return self.code is not None and FIRST_OF_LISTING.search(self.code[1]) is not None
 
     @staticmethod
     def _named(line: str, raised: re.Match[str] | None) -> tuple[Signature, str] | None:

@@ -141,6 +141,20 @@ RAISED_IN_BASE_PLATFORM = Signature(
     "vLLM build for this hardware.",
 )
 
+# An IndexError raised by a line that takes the first of a directory's listing or a glob's matches
+# (`list(Path(d).glob('*.gguf'))[0]`, `os.listdir(path)[0]`): nothing matched, so the file a loader looks for (a
+# model's weights, its tokenizer) is not where it looks.
+FIRST_OF_LISTING = re.compile(r"\b(?:i?glob|rglob|listdir|scandir)\(.*\)\s*\[\s*-?\d\s*\]")
+NOTHING_LISTED = Signature(
+    "first_of_an_empty_listing",
+    "missing_model_files",
+    0.6,
+    EXCEPTION_LINE,
+    "The code took the first file a directory listing or a glob found, and there was none: the files it looks for "
+    "(the model's weights in the format this loader reads, its tokenizer) are not in the folder. Check the path and "
+    "what the folder holds (a .gguf where the loader globs for one, safetensors where it wants them).",
+)
+
 RAISED_IN_QUANTIZATION = Signature(
     "raised_in_quantization",
     "unsupported_quantization_format",
