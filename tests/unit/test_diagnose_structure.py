@@ -1796,7 +1796,51 @@ def test_an_error_glued_to_a_progress_bar_is_told_without_the_bar() -> None:
         ("  exitcode  : -9 (pid: 2939)", "cuda_oom"),
         ("RuntimeError: llama-server exited, returncode=-4", "hardware_unsupported"),
         ("FileNotFoundError: Shared library with base name 'llama' not found", "import_dependency_error"),
+        # Mesa's amdgpu winsys when the kernel refuses a Vulkan submission for memory; Dawn refusing a WebGPU feature
+        ("radv/amdgpu: Not enough memory for command submission.", "cuda_oom"),
+        (
+            "ggml_webgpu: Failed to get a device: Invalid feature required: Requested feature "
+            "FeatureName::ShaderF16 is not supported.",
+            "hardware_unsupported",
+        ),
     ],
 )
-def test_a_childs_death_by_signal_and_a_bindings_missing_library(line: str, category: str) -> None:
+def test_a_named_cause_in_one_line(line: str, category: str) -> None:
     assert diagnose_text(line + "\n").diagnosis.category == category
+
+
+def test_torch_npu_names_the_failed_call_and_canns_report_after_it_says_why() -> None:
+    """torch_npu's RuntimeError names only the ACL call and a code; CANN's error report follows (constructed lines in
+    the format of real Ascend logs)."""
+    log = (
+        "RuntimeError: cat:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:265 NPU function error: call aclnnCat "
+        "failed, error code is 161002\n"
+        "[ERROR] 2025-09-13-05:28:15 (PID:55172, Device:4, RankID:-1) ERR00100 PTA call acl api failed.\n"
+        "EZ1001: [PID: 55172] 2025-09-13-05:28:15.526.256 tensor 0 not implemented for DT_UINT64, should be in dtype "
+        "support list [DT_FLOAT,DT_INT32,DT_INT64].\n"
+    )
+    found = diagnose_text(log).diagnosis
+    assert found.category == "hardware_unsupported" and found.root_cause_line.startswith("EZ1001: [PID: 55172]")
+    # an internal error's header says nothing; the report's next line says what failed
+    internal = (
+        "RuntimeError: zero_:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:26 NPU function error: call "
+        "aclnnInplaceZero failed, error code is 561103\n"
+        "EZ9999: Inner Error!\n"
+        "EZ9999[PID: 412] 2026-08-14-19:25:05.987.300 AclNN_Inner_Error(EZ9999):  Parse dynamic kernel config fail.\n"
+    )
+    assert diagnose_text(internal).diagnosis.root_cause_line.startswith("EZ9999[PID: 412]")
+
+
+def test_a_log_of_wrappers_alone_points_at_one_that_says_what_failed() -> None:
+    """vLLM's executor reports that a worker failed; a traceback's header above it says only that one follows."""
+    log = (
+        "(EngineCore pid=451) ERROR 09-22 07:22:28 [core.py:1385] Traceback (most recent call last):\n"
+        '(EngineCore pid=451) ERROR 09-22 07:22:28 [core.py:1385]   File "/x/vllm/v1/executor/multiproc_executor.py",'
+        " line 601, in wait_for_ready\n"
+        "(EngineCore pid=451) ERROR 09-22 07:22:28 [core.py:1385]     raise e from None\n"
+        "(EngineCore pid=451) ERROR 09-22 07:22:28 [core.py:1385] Exception: WorkerProc initialization failed due to "
+        "an exception in a background process. See stack trace for root cause.\n"
+    )
+    found = diagnose_text(log).diagnosis
+    assert found.category == "unknown" and found.confidence == 0.1  # a wrapper, not a generic exception
+    assert "WorkerProc initialization failed" in found.root_cause_line

@@ -199,7 +199,7 @@ STRONGEST_RULE = (
     "the strongest candidate (a named cause, then a generic exception, then a wrapper; INFO/WARNING lines below "
     "any error; the earliest of named causes within the causal band, and of equals)"
 )
-WRAPPER_RULE = "no candidate but a wrapper line: the first wrapper, cause unknown"
+WRAPPER_RULE = "no candidate but a wrapper line: the first wrapper (a traceback header last), cause unknown"
 
 
 def _conclude(
@@ -341,7 +341,8 @@ def _from_candidate(c: Candidate, finder: RootCauseFinder) -> Diagnosis:
 
 
 def _from_wrapper(wrappers: list[tuple[int, str]]) -> Diagnosis:
-    line_no, text = wrappers[0]
+    """The first wrapper that says something failed, before a traceback's header, which says only that one follows."""
+    line_no, text = next(((n, t) for n, t in wrappers if not _TRACEBACK.search(t)), wrappers[0])
     return Diagnosis("unknown", text, line_no, [text], GENERIC_REMEDY, 0.1)
 
 

@@ -233,6 +233,9 @@ GENERIC_WRAPPERS = (
     r"failed to be inspected\. Please check the logs|Error raised in subprocess:\s*$|"
     # a kernel library's summary of the error it printed before (Triton's MLIR, FlashMLA, aiter's JIT, torch_npu's ACL)
     r"PassManager::run failed|See message above for details|PTA call acl api failed|\] build \[\w+\] under \S+ failed|"
+    # torch_npu names only the ACL call that failed and its code; the CANN error report after it says why (`EZ1001:
+    # [PID: 55172] ... tensor 0 not implemented for DT_UINT64, ...`), under a header when the error is internal
+    r"NPU function error: call \w+ failed, error code is \d+|(?:^|\]\s+)E[0-9A-Z]{5}: Inner Error!?\s*$|"
     # a rank that calls MPI_Abort after its own error (mpi4py's excepthook, TensorRT-LLM's executor): Open MPI's notice
     r"MPI_ABORT was invoked on rank \d+|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"

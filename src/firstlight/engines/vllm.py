@@ -199,6 +199,8 @@ VLLM = EngineAdapter(
         r"Failed core proc",
         r"Error executing method",
         r"RuntimeError: Worker failed",
+        # multiproc_executor's wait_for_ready, when a worker reported its failure: the worker's traceback says why
+        r"WorkerProc initialization failed due to an exception in a background process",
         r"Worker proc \S+ died unexpectedly",  # the worker's own lines say why; exit code -9 is often the OOM killer
         # torch._dynamo wraps what the compile backend raised: `BackendCompilerFailed: backend='...' raised:`, and
         # the exception it raised is on the next line (torch/_dynamo/exc.py; vLLM's VllmBackend, also inductor)
