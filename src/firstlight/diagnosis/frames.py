@@ -141,8 +141,9 @@ class TracebackPlace:
         says: a shape mismatch in a speculative-decoding draft's code; its last frame's file, or the engine's frame
         that called into torch or Triton (a model registry's lookup, an engine's argument and config validation, an
         attention backend, a quantization layer: the first that matches); a shape mismatch or a KeyError under a
-        model's weight loader (read with the quantization method the log said is in effect); a function that checks
-        settings; else the engine argument its message names. With why."""
+        model's weight loader (read with the quantization method the log said is in effect); an IndexError on a line
+        that takes the first of a file listing; a function that checks settings; else the engine argument its message
+        names. With why."""
         raised = None if statement else EXCEPTION_LINE.search(line)
         if raised is None and not statement:
             return None

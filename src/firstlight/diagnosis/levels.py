@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT
+from firstlight.diagnosis.signatures import CANN_CODE, EXCEPTION_LINE, TRACEBACK_TEXT
 from firstlight.engines import strip_line_prefix
 from firstlight.logs import without_relay
 
@@ -63,7 +63,7 @@ ERROR_MESSAGE = re.compile(
     r"|\d(?:Z|[+-]\d\d:?\d\d)?\s+(?:ERROR|FATAL)\s+[\w.-]+(?:::[\w.-]+)*:\s+\S"
     r"|^\[[\w-]+ (?:ERROR|FATAL) \S+:\d+\]\s*\S"  # protobuf's and abseil's `[libprotobuf ERROR file.cc:335] msg`
     r"|[Aa]borting(?: \w+)?: \S|GGML_ASSERT\(.*\) failed|GGML_ASSERT: \S+:\d+: \S"
-    r"|(?:^|\s)E[0-9A-Z]{5}(?::\s*)?\[PID: \d+\] \S"  # Ascend CANN's error report: `EZ1001: [PID: 5] <time> msg`
+    rf"|(?:^|\s){CANN_CODE}(?::\s*)?\[PID: \d+\] \S"  # Ascend CANN's error report: `EZ1001: [PID: 5] <time> msg`
     r"|^\s*\[Error\]: \S"  # torch_npu's table of what an NPU error code means (`[Error]: The device is unavailable.`)
     r"|^\s*what\(\):\s+\S"  # an uncaught C++ exception's message, under `terminate called after throwing ...`
     r"|: Assertion `.{1,300}' failed\.?\s*$"  # glibc's assert(): `prog: file.cpp:42: func: Assertion `expr' failed.`

@@ -222,6 +222,8 @@ def names_its_cause(line: str, sig: Signature | None) -> bool:
     return died or QUOTED_ERROR.search(line) is not None
 
 
+# An Ascend CANN error code as its error report starts a line with it (`EZ1001: [PID: 5] ...`, `EZ9999: Inner Error!`)
+CANN_CODE = r"E[0-9A-Z]{5}"
 # Rust's panic header: since 1.73 its message is on the line after it; newer releases name the thread's id too
 # (`thread 'main' (7412) panicked at src/main.rs:722:23:`)
 PANIC_HEADER = r"thread '[^']{1,60}'(?: \(\d+\))? panicked at \S+:\d+:\d+:\s*$"
@@ -235,7 +237,7 @@ GENERIC_WRAPPERS = (
     r"PassManager::run failed|See message above for details|PTA call acl api failed|\] build \[\w+\] under \S+ failed|"
     # torch_npu names only the ACL call that failed and its code; the CANN error report after it says why (`EZ1001:
     # [PID: 55172] ... tensor 0 not implemented for DT_UINT64, ...`), under a header when the error is internal
-    r"NPU function error: call \w+ failed, error code is \d+|(?:^|\]\s+)E[0-9A-Z]{5}: Inner Error!?\s*$|"
+    rf"NPU function error: call \w+ failed, error code is \d+|(?:^|\]\s+){CANN_CODE}: Inner Error!?\s*$|"
     # a rank that calls MPI_Abort after its own error (mpi4py's excepthook, TensorRT-LLM's executor): Open MPI's notice
     r"MPI_ABORT was invoked on rank \d+|"
     r"Fatal Python error: (Segmentation fault|Aborted)|(?i:segmentation fault|aborted|bus error) \(core dumped\)|"
