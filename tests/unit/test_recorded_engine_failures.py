@@ -8,7 +8,11 @@ stderr merged as firstlight keeps them. tests/data/failures/vllm-cpu/ holds two 
 integration tests that used to run them live. On 2026-12-03 the same script recorded a held-out set of 38 more
 (vLLM and SGLang: kept outside the repository, measured before any change); the four whose readings taught a change
 joined these folders (an index naming a shard that is not there, on both engines; SGLang's chat template that is
-neither a name nor a file; vLLM's CPU workers on one NUMA node for pipeline parallelism). Each index.jsonl has the
+neither a name nor a file; vLLM's CPU workers on one NUMA node for pipeline parallelism). A second held-out set of
+40 the same day (vLLM, SGLang and `transformers serve`, the folder transformers/) gave ten more: a quantization
+config over plain weights, a draft that is no EAGLE-3 head, a config whose vocabulary or hidden size is not the
+checkpoint's, Mistral's tokenizer mode on a model without its files, an open-files limit of 64, an unknown option
+and a model folder without a tokenizer. Each index.jsonl has the
 command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
 reading of each log, not firstlight's output.
 """
@@ -37,7 +41,7 @@ def _failed(engine: str, folder: str) -> list[tuple[str, Path, dict[str, str]]]:
     return [(engine, index.parent, row) for row in rows if row["category"]]
 
 
-FAILED = _failed("sglang", "sglang") + _failed("vllm", "vllm-cpu")
+FAILED = _failed("sglang", "sglang") + _failed("vllm", "vllm-cpu") + _failed("transformers", "transformers")
 
 
 @pytest.mark.parametrize(("engine", "folder", "case"), FAILED, ids=[f"{e}-{c['file']}" for e, _, c in FAILED])

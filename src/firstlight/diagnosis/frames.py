@@ -33,6 +33,8 @@ from firstlight.diagnosis.settings import StatedSettings
 from firstlight.diagnosis.signatures import EXCEPTION_LINE, TRACEBACK_TEXT, Signature, signatures_by_id
 from firstlight.engines import strip_line_prefix
 
+# signatures of a checkpoint tensor that the model's code made no parameter for (vLLM's AutoWeightsLoader)
+TENSOR_WITHOUT_PARAMETER = frozenset(("checkpoint_weight_unknown",))
 MAX_FRAMES = 200  # of one traceback, kept to tell what it passed through (a recursion's are thousands)
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 # `raise NotImplementedError("sharded is not supported for AutoModel")`: what the exception line would have said
@@ -106,11 +108,25 @@ class TracebackPlace:
 
     def retold(self, sig: Signature) -> tuple[Signature, str] | None:
         """For a signature whose message means another cause when raised through certain code (a Ray actor's, the
-        engine's wait on its own HTTP server): that cause's signature, with why."""
+        engine's wait on its own HTTP server): that cause's signature, with why. A checkpoint tensor the model's
+        code has no parameter for is, in a speculative-decoding draft's code, a draft that does not fit; with a
+        quantization method in effect, the method's layout, as a shape mismatch there is."""
         for frames, other in sig.in_traceback:
             passed = next((f for f in self.passed if frames.search(f)), None)
             if passed is not None:
                 return signatures_by_id()[other], f"raised through {passed}, which makes it {other}"
+        if sig.id not in TENSOR_WITHOUT_PARAMETER:
+            return None
+        if self.drafting:
+            return (
+                RAISED_IN_DRAFT,
+                "a checkpoint tensor without a parameter, raised in a speculative-decoding draft's code",
+            )
+        if self.settings.quantization:
+            return (
+                QUANTIZED_WEIGHTS,
+                f"a checkpoint tensor without a parameter, loading {self.settings.quantization} weights",
+            )
         return None
 
     def failed_assert(self, line: str) -> tuple[int, str] | None:

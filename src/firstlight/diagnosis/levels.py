@@ -100,7 +100,7 @@ def is_python_warning(line: str) -> bool:
 CARRIES_ON = re.compile(
     r"(?i)\b(skipping|falling back|fall back to|ignoring|will be ignored|will ignore|defaulting to|continuing without|"
     r"may not be usable|may not work|you can ignore this warning|retrying|after connection broken by|"
-    r"forcing (it )?off|forcing \w+ (off|to \w+)|will be disabled)\b"
+    r"forcing (it )?off|forcing \w+ (off|to \w+)|will be disabled|using (the )?defaults?)\b"
     # an optional part said to be lost with what failed (`Failed to import nixl: ... NixlRelay will not work.`)
     r"|\bwill not work\.(?:\s|$)"
     # an optional kernel library announced missing, the statement alone on its line (InternVL's and other remote

@@ -94,16 +94,17 @@ DRAFT_MODELS = re.compile(r"/models/\w*(?:eagle|medusa)\w*\.py$")  # any frame: 
 SHAPE_MISMATCH = re.compile(
     r"shapes cannot be multiplied|must match the size of tensor|Attempted to load weight|size mismatch for"
     r"|is invalid for input of size|Expected size for first two dimensions|\.shape == \w+\.shape"
-    r"|vocab_sizes?\W.{0,40}==|exceeds dimension size"
+    r"|vocab_sizes?\W.{0,40}==|exceeds dimension size|\.shape(?:\[[^\]]*\])?\s*[=!]=|\.shape\[[^\]]*\]=\d"
 )
 RAISED_IN_DRAFT = Signature(
     "raised_in_draft_model",
     "invalid_config",
     0.6,
     SHAPE_MISMATCH,
-    "A tensor shape did not fit while the speculative-decoding draft model loaded or ran: the draft does not fit "
-    "the target. Give a draft trained for this target model (same hidden size and vocabulary) and the method it "
-    "was trained for (--speculative-algorithm / speculative_config method: EAGLE vs EAGLE3).",
+    "A tensor did not fit (its shape, or a name the draft's code has no parameter for) while the "
+    "speculative-decoding draft model loaded or ran: the draft does not fit the target or the method. Give a draft "
+    "trained for this target model (same hidden size and vocabulary) and the method it was trained for "
+    "(--speculative-algorithm / speculative_config method: EAGLE vs EAGLE3).",
 )
 
 
