@@ -6,7 +6,8 @@ wrong: a flag, an environment variable, or a copy of the model folder with one f
 stderr merged, as firstlight keeps it) is written as it came; index.jsonl gets the command, the exit code and the
 time to exit. The category and the root-cause line are a person's reading of the log, added to index.jsonl by
 hand afterwards: this script never asks firstlight, so the test data cannot agree with the diagnosis by
-construction. tests/data/failures/sglang/ was recorded with it.
+construction. tests/data/failures/sglang/ and transformers/, and the 2026-12-03 logs in vllm-cpu/, were recorded
+with it.
 
 Usage: .venv/bin/python tools/record_failures.py ENGINE OUT_DIR [CASE ...]     (ENGINE: sglang, vllm, transformers)
 """
@@ -132,7 +133,7 @@ def no_config() -> Path:
 
 
 def truncated_weights() -> Path:
-    path = _copy_of_model("truncated")
+    path = _copy_of_model("truncated", skip=("model.safetensors",))  # written here, cut short
     weights = (MODEL / "model.safetensors").read_bytes()
     (path / "model.safetensors").write_bytes(weights[: len(weights) // 2])
     return path
@@ -193,7 +194,7 @@ def vocab_larger_than_checkpoint() -> Path:
 
 def safetensors_header_length_corrupt() -> Path:
     """The first eight bytes (the header's length) overwritten, as a bad disk or a bad copy leaves them."""
-    path = _copy_of_model("header-corrupt")
+    path = _copy_of_model("header-corrupt", skip=("model.safetensors",))  # written here, its header broken
     weights = bytearray((MODEL / "model.safetensors").read_bytes())
     weights[:8] = (2**40).to_bytes(8, "little")
     (path / "model.safetensors").write_bytes(bytes(weights))
