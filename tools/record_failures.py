@@ -1,15 +1,19 @@
 """Record how real engines fail to start on the CPU: SGLang from `.venv-sglang`, vLLM and `transformers serve`
-from `.venv-engine`.
+from `.venv-engine`, `llama-server` from `make llama`; and users' own scripts on vLLM's `LLM()`, SGLang's
+`sgl.Engine()` and transformers' `from_pretrained`, as issue reports show them. (record_gpu_failures.py does the same
+on a GPU.)
 
-Each case is one real launch of the engine's server serving the tiny model (`make demo` builds it) with one thing
-wrong: a flag, an environment variable, or a copy of the model folder with one file broken. The log (stdout and
+Each case is one real launch of the engine's server (or a script) serving the tiny model (`make demo` builds it;
+`make llama` the GGUF) with one thing wrong: a flag or a script's keyword, an environment variable, a file named like
+the package in the working directory, or a copy of the model folder with one file broken. The log (stdout and
 stderr merged, as firstlight keeps it) is written as it came; index.jsonl gets the command, the exit code and the
 time to exit. The category and the root-cause line are a person's reading of the log, added to index.jsonl by
 hand afterwards: this script never asks firstlight, so the test data cannot agree with the diagnosis by
-construction. tests/data/failures/sglang/ and transformers/, and the 2026-12-03 logs in vllm-cpu/, were recorded
-with it.
+construction. tests/data/failures/sglang/, transformers/ and scripts/, the 2026-12-03 logs in vllm-cpu/ and in
+llama-server/, were recorded with it.
 
-Usage: .venv/bin/python tools/record_failures.py ENGINE OUT_DIR [CASE ...]     (ENGINE: sglang, vllm, transformers)
+Usage: .venv/bin/python tools/record_failures.py ENGINE OUT_DIR [CASE ...]
+ENGINE: sglang, vllm, transformers, vllm-serve, vllm-llm, sglang-engine, transformers-script, llama-server
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ class Engine:
     model_flag: str | None  # None: the model is the first positional argument
     args: list[tuple[str, str | None]]  # every launch's own flags (None: one that stands alone); a case's replace them
     env: dict[str, str]
-    ready: bytes  # a line that says the server came up: the case is not a failure
+    ready: bytes | None  # a line that says the server came up: the case is not a failure (None: a script's exit 0)
     version: str
+    keywords: bool = False  # a script: the model and the arguments go in as one JSON object of keyword arguments
+    model: Path = MODEL  # what a case serves unless it brings its own
 
 
 # Without the stand-in: the same interpreter with the stand-in's folder taken off its path before SGLang loads.
@@ -53,6 +59,35 @@ NO_STANDIN = (
     "import runpy, sys; sys.path[:] = [p for p in sys.path if not p.endswith('sglang_cpu/kernel')]; "
     "sys.argv[0] = 'sglang.launch_server'; runpy.run_module('sglang.launch_server', run_name='__main__')"
 )
+
+# A user's own script, as issue reports show them: the engine's Python API, keyword arguments from argv[1].
+VLLM_SCRIPT = (
+    "import json, sys\nfrom vllm import LLM, SamplingParams\n\nllm = LLM(**json.loads(sys.argv[1]))\n"
+    "out = llm.generate(['Hello, my name is'], SamplingParams(max_tokens=8))\nprint(out[0].outputs[0].text)\n"
+)
+SGLANG_SCRIPT = (
+    "import json, sys\nimport sglang as sgl\n\nif __name__ == '__main__':\n"
+    "    llm = sgl.Engine(**json.loads(sys.argv[1]))\n"
+    "    print(llm.generate('Hello, my name is', {'max_new_tokens': 8})['text'])\n    llm.shutdown()\n"
+)
+TRANSFORMERS_SCRIPT = (
+    "import json, sys\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+    "kwargs = json.loads(sys.argv[1])\npath = kwargs.pop('model')\n"
+    "tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = AutoModelForCausalLM.from_pretrained(path, **kwargs)\n"
+    "ids = tokenizer('Hello, my name is', return_tensors='pt').to(model.device)\n"
+    "print(tokenizer.decode(model.generate(**ids, max_new_tokens=8)[0]))\n"
+)
+
+# vLLM's own flags and environment for every way in (`python -m ...api_server`, `vllm serve`)
+VLLM_ARGS: list[tuple[str, str | None]] = [
+    ("--host", "127.0.0.1"),
+    ("--port", str(PORT)),
+    ("--dtype", "float32"),
+    ("--max-model-len", "2048"),
+    ("--enforce-eager", None),
+]
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+VLLM_VERSION = "vllm-cpu 0.32.0 with torch 2.13.0+cpu (.venv-engine)"
 
 ENGINES = {
     "sglang": Engine(
@@ -68,16 +103,10 @@ ENGINES = {
         python=ROOT / ".venv-engine" / "bin" / "python",
         entry=["-m", "vllm.entrypoints.openai.api_server"],
         model_flag="--model",
-        args=[
-            ("--host", "127.0.0.1"),
-            ("--port", str(PORT)),
-            ("--dtype", "float32"),
-            ("--max-model-len", "2048"),
-            ("--enforce-eager", None),
-        ],
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        args=VLLM_ARGS,
+        env=VLLM_ENV,
         ready=b"Application startup complete",
-        version="vllm-cpu 0.32.0 with torch 2.13.0+cpu (.venv-engine)",
+        version=VLLM_VERSION,
     ),
     "transformers": Engine(
         python=ROOT / ".venv-engine" / "bin" / "transformers",  # the console script: `transformers serve MODEL`
@@ -88,6 +117,55 @@ ENGINES = {
         ready=b"Application startup complete",
         version="transformers 5.19.0 with torch 2.13.0+cpu (.venv-engine)",
     ),
+    "vllm-serve": Engine(
+        python=ROOT / ".venv-engine" / "bin" / "vllm",  # the console script: `vllm serve MODEL`
+        entry=["serve"],
+        model_flag=None,
+        args=VLLM_ARGS,
+        env=VLLM_ENV,
+        ready=b"Application startup complete",
+        version=VLLM_VERSION,
+    ),
+    "vllm-llm": Engine(
+        python=ROOT / ".venv-engine" / "bin" / "python",
+        entry=["-c", VLLM_SCRIPT],
+        model_flag="model",
+        args=[("dtype", "float32"), ("max_model_len", "2048"), ("enforce_eager", None)],
+        env=VLLM_ENV,
+        ready=None,
+        version=f"{VLLM_VERSION}, offline LLM()",
+        keywords=True,
+    ),
+    "sglang-engine": Engine(
+        python=ROOT / ".venv-sglang" / "bin" / "python",
+        entry=["-c", SGLANG_SCRIPT],
+        model_flag="model_path",
+        args=[("device", "cpu"), ("max_total_tokens", "16384")],
+        env={"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"},
+        ready=None,
+        version="sglang 0.5.23 with torch 2.13.0+cpu (.venv-sglang), offline sgl.Engine()",
+        keywords=True,
+    ),
+    "transformers-script": Engine(
+        python=ROOT / ".venv-engine" / "bin" / "python",
+        entry=["-c", TRANSFORMERS_SCRIPT],
+        model_flag="model",
+        args=[],
+        env={"HF_HUB_OFFLINE": "1"},
+        ready=None,
+        version="transformers 5.19.0 with torch 2.13.0+cpu (.venv-engine), from_pretrained + generate",
+        keywords=True,
+    ),
+    "llama-server": Engine(
+        python=ROOT / "models" / "llama-server",  # `make llama` builds it
+        entry=[],
+        model_flag="-m",
+        args=[("--host", "127.0.0.1"), ("--port", str(PORT)), ("-c", "2048"), ("-t", "2")],
+        env={},
+        ready=b"listening on http",
+        version="llama.cpp vendored in llama-cpp-python 0.3.36 (make llama)",
+        model=ROOT / "models" / "tiny-llama.gguf",
+    ),
 }
 
 
@@ -96,10 +174,11 @@ class Case:
     name: str
     args: list[str]
     env: dict[str, str | None] = field(default_factory=dict)  # None removes a variable
-    model: Callable[[], Path] | str = str(MODEL)
+    model: Callable[[], Path] | str | None = None  # None: the engine's own
     setup: Callable[[], object] = nullcontext
     entry: list[str] | None = None  # another way in than the engine's own
     limits: dict[int, int] = field(default_factory=dict)  # resource.RLIMIT_* -> the soft and hard limit
+    kwargs: dict[str, object] = field(default_factory=dict)  # a script's keyword arguments (None: left out)
 
 
 @contextmanager
@@ -217,6 +296,84 @@ def sharded_index_without_shard() -> Path:
     return path
 
 
+def _cut_in_half(path: Path, name: str) -> Path:
+    text = (path / name).read_text()
+    (path / name).write_text(text[: len(text) // 2])
+    return path
+
+
+def tokenizer_json_cut_short() -> Path:
+    return _cut_in_half(_copy_of_model("tokenizer-cut"), "tokenizer.json")
+
+
+def tokenizer_config_cut_short() -> Path:
+    return _cut_in_half(_copy_of_model("tokenizer-config-cut"), "tokenizer_config.json")
+
+
+def generation_config_cut_short() -> Path:
+    return _cut_in_half(_copy_of_model("generation-config-cut"), "generation_config.json")
+
+
+def kv_heads_not_dividing_heads() -> Path:
+    return _edit_config(_copy_of_model("kv-heads-3"), num_key_value_heads=3)
+
+
+def empty_weights() -> Path:
+    path = _copy_of_model("empty-weights", skip=("model.safetensors",))
+    (path / "model.safetensors").write_bytes(b"")  # as a download that never started leaves it
+    return path
+
+
+def pytorch_bin_garbage() -> Path:
+    """Weights only as pytorch_model.bin, and that file not a checkpoint (an HTML error page saved under its name)."""
+    path = _copy_of_model("bin-garbage", skip=("model.safetensors",))
+    (path / "pytorch_model.bin").write_text("<!DOCTYPE html><html><body>Access denied</body></html>\n")
+    return path
+
+
+def unknown_dtype_in_config() -> Path:
+    return _edit_config(_copy_of_model("dtype-unknown"), dtype="float8", torch_dtype="float8")
+
+
+def config_without_model_type() -> Path:
+    path = _copy_of_model("no-model-type")
+    config = json.loads((path / "config.json").read_text())
+    for key in ("model_type", "architectures"):
+        config.pop(key)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+    return path
+
+
+def unknown_rope_type() -> Path:
+    rope = {"rope_type": "nova", "rope_theta": 10000.0, "factor": 4.0}
+    return _edit_config(_copy_of_model("rope-type-unknown"), rope_parameters=rope, rope_scaling=rope)
+
+
+def chat_template_syntax_error() -> Path:
+    path = _copy_of_model("template-syntax")
+    (path / "chat_template.jinja").write_text("{% for message in messages %}{{ message['content'] }}{% endfo %}\n")
+    return path
+
+
+def shadowing_module(name: str) -> Callable[[], object]:
+    """A file in the working directory named like the package the script imports, as a user's scratch folder has."""
+
+    @contextmanager
+    def setup() -> Iterator[None]:
+        folder = SCRATCH / f"shadow-{name}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / f"{name}.py").write_text("# my notes on trying the engine\nprint('loaded my own module')\n")
+        previous = Path.cwd()
+        os.chdir(folder)
+        try:
+            yield
+        finally:
+            os.chdir(previous)
+
+    return setup
+
+
 # The same launch for every engine: a model folder with one thing wrong, the port taken, a host's limits
 SHARED_CASES = [
     Case("missing-model-path", [], model=str(SCRATCH / "does-not-exist")),
@@ -238,6 +395,16 @@ SHARED_CASES = [
     Case("safetensors-header-length-corrupt", [], model=safetensors_header_length_corrupt),
     Case("open-files-limit-64", [], limits={resource.RLIMIT_NOFILE: 64}),
     Case("address-space-limit-3g", [], limits={resource.RLIMIT_AS: 3 * 2**30}),
+    Case("tokenizer-json-cut-short", [], model=tokenizer_json_cut_short),
+    Case("tokenizer-config-cut-short", [], model=tokenizer_config_cut_short),
+    Case("generation-config-cut-short", [], model=generation_config_cut_short),
+    Case("config-kv-heads-not-dividing-heads", [], model=kv_heads_not_dividing_heads),
+    Case("weights-file-empty", [], model=empty_weights),
+    Case("weights-bin-not-a-checkpoint", [], model=pytorch_bin_garbage),
+    Case("config-dtype-unknown", [], model=unknown_dtype_in_config),
+    Case("config-without-model-type", [], model=config_without_model_type),
+    Case("rope-type-unknown", [], model=unknown_rope_type),
+    Case("chat-template-syntax-error", [], model=chat_template_syntax_error),
 ]
 
 
@@ -267,6 +434,17 @@ SGLANG_CASES = [
     Case("tp3-heads-not-divisible", ["--tp-size", "3"]),
     Case("tokenizer-path-missing", ["--tokenizer-path", str(SCRATCH / "no-such-tokenizer")]),
     Case("dp2-on-cpu", ["--dp-size", "2"]),
+    Case("tool-call-parser-unknown", ["--tool-call-parser", "nova"]),
+    Case("reasoning-parser-unknown", ["--reasoning-parser", "nova"]),
+    Case("grammar-backend-unknown", ["--grammar-backend", "nova"]),
+    Case("load-format-unknown", ["--load-format", "nova"]),
+    Case("json-model-override-not-json", ["--json-model-override-args", "{rope_scaling: yarn"]),
+    Case("node-rank-beyond-nodes", ["--nnodes", "2", "--node-rank", "2", "--dist-init-addr", "127.0.0.1:30500"]),
+    Case("ep-size-3", ["--ep-size", "3"]),
+    Case("pp-size-2-on-cpu", ["--pp-size", "2"]),
+    Case("disaggregation-prefill-without-transfer-engine", ["--disaggregation-mode", "prefill"]),
+    Case("port-out-of-range", ["--port", "99999"]),
+    Case("host-not-local", ["--host", "10.255.255.1"]),
     Case("attention-backend-flashinfer-on-cpu", ["--attention-backend", "flashinfer"]),
     Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
     # (a checkpoint without one of its tensors and --mem-fraction-static 1.5 come up: not recorded)
@@ -317,15 +495,114 @@ TRANSFORMERS_CASES = [
     Case("quantization-bnb-4bit-on-cpu", ["--quantization", "bnb-4bit"]),
 ]
 
-CASES = {"sglang": SGLANG_CASES, "vllm": VLLM_CASES, "transformers": TRANSFORMERS_CASES}
+MISSING = str(SCRATCH / "no-such-file")
+
+# The same faults through other ways in: `vllm serve`, and a user's script on vLLM's, SGLang's and transformers' API
+VLLM_SERVE_CASES = [
+    *shared_cases(),
+    Case("dtype-not-a-choice", ["--dtype", "float8"]),
+    Case("block-size-7", ["--block-size", "7"]),
+    Case("auto-tool-choice-without-parser", ["--enable-auto-tool-choice"]),
+    Case("tool-call-parser-unknown", ["--enable-auto-tool-choice", "--tool-call-parser", "nova"]),
+    Case("reasoning-parser-unknown", ["--reasoning-parser", "nova"]),
+    Case("executor-backend-ray-not-installed", ["--distributed-executor-backend", "ray"]),
+    Case("ssl-key-file-missing", ["--ssl-keyfile", MISSING + ".key", "--ssl-certfile", MISSING + ".crt"]),
+    Case("lora-rank-not-supported", ["--enable-lora", "--max-lora-rank", "7"]),
+    Case("multimodal-limit-on-text-model", ["--limit-mm-per-prompt", '{"image": 2}']),
+    Case("worker-class-not-importable", ["--worker-cls", "nova.workers.NovaWorker"]),
+    Case("middleware-not-importable", ["--middleware", "nova.middleware.Auth"]),
+    Case("max-model-len-not-a-number", ["--max-model-len", "32k tokens"]),
+    Case("compilation-level-unknown", ["--compilation-config", '{"level": 9}']),
+    Case("port-out-of-range", ["--port", "99999"]),
+    Case("host-not-local", ["--host", "10.255.255.1"]),
+    Case("logging-config-file-missing", [], env={"VLLM_LOGGING_CONFIG_PATH": MISSING + ".json"}),
+    Case("omp-threads-bind-beyond-cores", [], env={"VLLM_CPU_OMP_THREADS_BIND": "64-67"}),
+]
+
+SPECULATIVE_NOVA = {"speculative_config": {"method": "nova", "num_speculative_tokens": 3}}
+
+VLLM_LLM_CASES = [
+    *shared_cases(),
+    Case("max-model-len-beyond-model", [], kwargs={"max_model_len": 65536}),
+    Case("keyword-not-an-engine-argument", [], kwargs={"max_tokens": 16}),
+    Case("gptq-on-unquantized-checkpoint", [], kwargs={"quantization": "gptq"}),
+    Case("kv-cache-dtype-unknown", [], kwargs={"kv_cache_dtype": "nova"}),
+    Case("hf-overrides-heads-3", [], kwargs={"hf_overrides": {"num_attention_heads": 3}}),
+    Case("speculative-method-unknown", [], kwargs=SPECULATIVE_NOVA),
+    Case("tensor-parallel-3", [], kwargs={"tensor_parallel_size": 3}),
+    Case("vllm-py-in-working-directory", [], setup=shadowing_module("vllm")),
+]
+
+SGLANG_ENGINE_CASES = [
+    *shared_cases("config-more-layers-than-checkpoint"),
+    Case("context-length-beyond-model", [], kwargs={"context_length": 65536}),
+    Case("keyword-not-a-server-argument", [], kwargs={"max_model_len": 2048}),
+    Case("gptq-on-unquantized-checkpoint", [], kwargs={"quantization": "gptq"}),
+    Case("attention-backend-unknown", [], kwargs={"attention_backend": "nova"}),
+    Case("tp2-on-one-device", [], kwargs={"tp_size": 2}),
+    Case("sglang-py-in-working-directory", [], setup=shadowing_module("sglang")),
+]
+
+TRANSFORMERS_SCRIPT_CASES = [
+    *shared_cases("unknown-quantization-method-in-config", "address-space-limit-3g"),
+    Case("device-map-cuda-on-cpu-torch", [], kwargs={"device_map": "cuda"}),
+    Case("flash-attention-2-not-installed", [], kwargs={"attn_implementation": "flash_attention_2"}),
+    Case(
+        "bitsandbytes-8bit-not-installed",
+        [],
+        kwargs={"quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}},
+    ),
+    Case("device-map-auto-memory-too-small", [], kwargs={"device_map": "auto", "max_memory": {"cpu": "1MB"}}),
+    Case("dtype-not-a-dtype", [], kwargs={"dtype": "float8"}),
+    Case("transformers-py-in-working-directory", [], setup=shadowing_module("transformers")),
+]
+
+LLAMA_SERVER_CASES = [
+    Case("mmproj-file-missing", ["--mmproj", MISSING + ".gguf"]),
+    Case("grammar-file-missing", ["--grammar-file", MISSING + ".gbnf"]),
+    Case("chat-template-file-missing", ["--chat-template-file", MISSING + ".jinja"]),
+    Case("context-not-a-number", ["-c", "8k"]),
+    Case("rope-scaling-unknown", ["--rope-scaling", "nova"]),
+    Case("api-key-file-missing", ["--api-key-file", MISSING + ".txt"]),
+    Case("override-kv-malformed", ["--override-kv", "llama.context_length=8192"]),
+    Case("numa-unknown", ["--numa", "nova"]),
+    Case("host-not-local", ["--host", "10.255.255.1"]),
+    Case("port-out-of-range", ["--port", "99999"]),
+    Case("control-vector-missing", ["--control-vector", MISSING + ".gguf"]),
+    Case("gpu-layers-not-a-number", ["-ngl", "all layers"]),
+    Case("hub-download-without-curl", ["-hf", "ggml-org/gemma-3-1b-it-GGUF"]),
+]
+
+CASES = {
+    "sglang": SGLANG_CASES,
+    "vllm": VLLM_CASES,
+    "transformers": TRANSFORMERS_CASES,
+    "vllm-serve": VLLM_SERVE_CASES,
+    "vllm-llm": VLLM_LLM_CASES,
+    "sglang-engine": SGLANG_ENGINE_CASES,
+    "transformers-script": TRANSFORMERS_SCRIPT_CASES,
+    "llama-server": LLAMA_SERVER_CASES,
+}
 
 
 def launch_argv(engine: Engine, case: Case) -> list[str]:
-    model = case.model() if callable(case.model) else case.model
-    own = {flag for flag in case.args if flag.startswith("--")}
+    model = case.model() if callable(case.model) else (case.model or engine.model)
+    if engine.keywords:
+        kwargs = {engine.model_flag or "model": str(model), **dict(map(_keyword, engine.args)), **case.kwargs}
+        arguments = json.dumps({key: value for key, value in kwargs.items() if value is not None})
+        return [str(engine.python), *(case.entry or engine.entry), arguments]
+    own = {flag for flag in case.args if flag.startswith("-")}
     base = [part for flag, value in engine.args if flag not in own for part in (flag, value) if part is not None]
     model_args = [str(model)] if engine.model_flag is None else [engine.model_flag, str(model)]
     return [str(engine.python), *(case.entry or engine.entry), *model_args, *base, *case.args]
+
+
+def _keyword(arg: tuple[str, str | None]) -> tuple[str, object]:
+    """An engine flag as a script's keyword argument: a flag that stands alone is True, a number a number."""
+    name, value = arg
+    if value is None:
+        return name, True
+    return name, int(value) if value.isdigit() else value
 
 
 def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dict[str, object]:
@@ -343,8 +620,10 @@ def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dic
         proc = subprocess.Popen(
             argv, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_limited(case.limits)
         )
-        code = _wait(proc, log, engine.ready, timeout)
+        code = wait_for_exit(proc, log, engine.ready, timeout)
         _reap_group(proc.pid)
+    if engine.ready is None and code == 0:
+        code = "came up: not a failure (the script ran to its end)"
     variables = {**engine.env, **case.env}
     return {
         "file": log.name,
@@ -377,14 +656,14 @@ def _limited(limits: dict[int, int]) -> Callable[[], None] | None:
     return apply
 
 
-def _wait(proc: subprocess.Popen[bytes], log: Path, ready: bytes, timeout: float) -> int | str:
+def wait_for_exit(proc: subprocess.Popen[bytes], log: Path, ready: bytes | None, timeout: float) -> int | str:
     """The exit code; or what happened instead (a case the engine accepts comes up and is stopped)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
             return code
-        if ready in log.read_bytes():
+        if ready is not None and ready in log.read_bytes():
             # uvicorn says its application started before it binds the port: a moment for the bind to fail
             with suppress(subprocess.TimeoutExpired):
                 return proc.wait(timeout=5)

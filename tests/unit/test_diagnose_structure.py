@@ -1047,12 +1047,40 @@ REGISTRY_CHAIN = [
 ]
 
 
-def test_a_chain_of_exceptions_of_one_cause_is_told_at_its_first_with_the_remedy_of_the_one_that_explains_it() -> None:
+def test_a_chain_of_exceptions_of_one_cause_is_told_at_the_one_that_explains_it() -> None:
+    """The registry's bare KeyError is what happened; the ValueError raised while handling it says what it means."""
     report = diagnose_text("\n".join(REGISTRY_CHAIN))
-    assert report.diagnosis.root_cause_line == "KeyError: 'glm_moe_dsa'"
+    assert report.diagnosis.root_cause_line.startswith("ValueError: The checkpoint you are trying to load")
     assert report.diagnosis.category == "model_arch_unsupported"
-    assert report.diagnosis.signature == "arch_not_supported"  # the ValueError's, which says what the key means
-    assert report.diagnosis.line == 6
+    assert report.diagnosis.signature == "arch_not_supported"
+    assert report.diagnosis.line == 13
+
+
+def test_a_chain_whose_later_exceptions_only_carry_the_first_ones_message_is_told_at_the_first() -> None:
+    message = "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1007)"
+    log = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/ssl.py", line 1342, in do_handshake',
+        f"ssl.SSLEOFError: {message}",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/urllib3/connectionpool.py", line 845, in urlopen',
+        "urllib3.exceptions.MaxRetryError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded"
+        f" with url: /org/model/resolve/main/config.json (Caused by SSLError(SSLEOFError(8, '{message}')))",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/requests/adapters.py", line 517, in send',
+        "requests.exceptions.SSLError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max"
+        f" retries exceeded with url: /org/model/resolve/main/config.json (Caused by SSLError(SSLEOFError(8, '{message}'"
+        ")))\"), '(Request ID: 1)')",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis is not None
+    assert report.diagnosis.line == 3
 
 
 def test_a_chain_whose_first_exception_names_another_cause_is_told_where_the_cause_is_named() -> None:
@@ -1873,3 +1901,39 @@ def test_a_log_of_wrappers_alone_points_at_one_that_says_what_failed() -> None:
     found = diagnose_text(log).diagnosis
     assert found.category == "unknown" and found.confidence == 0.1  # a wrapper, not a generic exception
     assert "WorkerProc initialization failed" in found.root_cause_line
+
+
+def test_an_attempt_retried_with_the_words_the_last_attempt_fails_with_is_where_the_cause_was_first_stated() -> None:
+    """vLLM's repo_utils logs a failed config parse, tries again, logs the same words, then raises (constructed)."""
+    why = "Unrecognized model in /models/m. Should have a `model_type` key in its config.json."
+    log = [
+        f"(APIServer pid=1) ERROR 12-03 18:26:33 [repo_utils.py:126] Error parsing config for /models/m: {why}, "
+        "retrying 1 of 2",
+        f"(APIServer pid=1) ERROR 12-03 18:26:35 [repo_utils.py:124] Error parsing config for /models/m: {why}",
+        "Traceback (most recent call last):",
+        '  File "/v/vllm/transformers_utils/config.py", line 600, in get_config',
+        f"ValueError: {why}",
+    ]
+    report = diagnose_text("\n".join(log))
+    assert report.diagnosis is not None
+    assert report.diagnosis.category == "missing_model_files"
+    assert report.diagnosis.line == 1
+
+
+def test_a_keyword_the_engine_does_not_take_is_the_users_from_a_script_and_another_releases_from_a_package() -> None:
+    """Constructed from the shape of the recorded script (tests/data/failures/scripts/) and of trl's vllm-serve."""
+    error = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_extension_cls'"
+    engine = [
+        '  File "/usr/lib/python3/dist-packages/vllm/entrypoints/llm.py", line 212, in __init__',
+        "    engine_args = EngineArgs(",
+        error,
+    ]
+    from_script = ["Traceback (most recent call last):", '  File "/home/me/run.py", line 4, in <module>', *engine]
+    from_package = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/trl", line 8, in <module>',
+        '  File "/usr/lib/python3/dist-packages/trl/scripts/vllm_serve.py", line 238, in main',
+        *engine,
+    ]
+    assert diagnose_text("\n".join(from_script)).diagnosis.category == "invalid_config"
+    assert diagnose_text("\n".join(from_package)).diagnosis.category == "library_version_mismatch"

