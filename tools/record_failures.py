@@ -405,6 +405,9 @@ SHARED_CASES = [
     Case("config-without-model-type", [], model=config_without_model_type),
     Case("rope-type-unknown", [], model=unknown_rope_type),
     Case("chat-template-syntax-error", [], model=chat_template_syntax_error),
+    # a directory no one can write (root included: /proc), as a read-only container filesystem leaves it
+    Case("tmpdir-not-writable", [], env={"TMPDIR": "/proc/firstlight-tmp"}),
+    Case("hf-home-not-writable", [], env={"HF_HOME": "/proc/firstlight-hf"}),
 ]
 
 
@@ -445,6 +448,11 @@ SGLANG_CASES = [
     Case("disaggregation-prefill-without-transfer-engine", ["--disaggregation-mode", "prefill"]),
     Case("port-out-of-range", ["--port", "99999"]),
     Case("host-not-local", ["--host", "10.255.255.1"]),
+    Case("kv-cache-dtype-unknown", ["--kv-cache-dtype", "nova"]),
+    Case("speculative-algorithm-unknown", ["--speculative-algorithm", "NOVA"]),
+    Case("max-total-tokens-16", ["--max-total-tokens", "16"]),
+    Case("lora-rank-not-supported", ["--enable-lora", "--max-lora-rank", "7", "--lora-target-modules", "all"]),
+    Case("chunked-prefill-size-1", ["--chunked-prefill-size", "1"]),
     Case("attention-backend-flashinfer-on-cpu", ["--attention-backend", "flashinfer"]),
     Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
     # (a checkpoint without one of its tensors and --mem-fraction-static 1.5 come up: not recorded)
@@ -496,6 +504,16 @@ TRANSFORMERS_CASES = [
 ]
 
 MISSING = str(SCRATCH / "no-such-file")
+BAD_TEMPLATE = str(SCRATCH / "bad-template.jinja")
+
+
+@contextmanager
+def bad_template() -> Iterator[None]:
+    """A chat template file with a Jinja syntax error (an `endfor` mistyped)."""
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    Path(BAD_TEMPLATE).write_text("{% for message in messages %}{{ message.content }}{% endfo %}\n")
+    yield
+
 
 # The same faults through other ways in: `vllm serve`, and a user's script on vLLM's, SGLang's and transformers' API
 VLLM_SERVE_CASES = [
@@ -516,6 +534,17 @@ VLLM_SERVE_CASES = [
     Case("port-out-of-range", ["--port", "99999"]),
     Case("host-not-local", ["--host", "10.255.255.1"]),
     Case("logging-config-file-missing", [], env={"VLLM_LOGGING_CONFIG_PATH": MISSING + ".json"}),
+    Case("kv-connector-unknown", ["--kv-transfer-config", '{"kv_connector": "NovaConnector", "kv_role": "kv_both"}']),
+    Case("structured-outputs-backend-unknown", ["--structured-outputs-config", '{"backend": "nova"}']),
+    Case("quantization-bitsandbytes-not-installed", ["--quantization", "bitsandbytes"]),
+    Case("load-format-runai-not-installed", ["--load-format", "runai_streamer"]),
+    Case("swap-space-beyond-memory", ["--swap-space", "4000"]),
+    Case("gpu-blocks-override-1", ["--num-gpu-blocks-override", "1"]),
+    Case("removed-flag-disable-log-requests", ["--disable-log-requests"]),
+    Case("cache-root-not-writable", [], env={"VLLM_CACHE_ROOT": "/proc/firstlight-vllm"}),
+    Case("plugin-not-installed", [], env={"VLLM_PLUGINS": "nova_plugin"}),
+    Case("multiproc-method-unknown", [], env={"VLLM_WORKER_MULTIPROC_METHOD": "nova"}),
+    Case("data-parallel-2-on-cpu", ["--data-parallel-size", "2"]),
     Case("omp-threads-bind-beyond-cores", [], env={"VLLM_CPU_OMP_THREADS_BIND": "64-67"}),
 ]
 
@@ -571,6 +600,16 @@ LLAMA_SERVER_CASES = [
     Case("control-vector-missing", ["--control-vector", MISSING + ".gguf"]),
     Case("gpu-layers-not-a-number", ["-ngl", "all layers"]),
     Case("hub-download-without-curl", ["-hf", "ggml-org/gemma-3-1b-it-GGUF"]),
+    Case("chat-template-unknown", ["--chat-template", "nova"]),
+    Case("chat-template-file-syntax-error", ["--jinja", "--chat-template-file", BAD_TEMPLATE], setup=bad_template),
+    Case("model-as-lora", ["--lora", str(ROOT / "models" / "tiny-llama.gguf")]),
+    Case("reasoning-format-unknown", ["--reasoning-format", "nova"]),
+    Case("pooling-unknown", ["--embeddings", "--pooling", "nova"]),
+    Case("threads-not-a-number", ["-t", "two"]),
+    Case("draft-max-beyond-context", ["-md", str(ROOT / "models" / "tiny-llama.gguf"), "--draft-max", "100000"]),
+    Case("slot-save-path-not-writable", ["--slot-save-path", "/proc/firstlight-slots"]),
+    Case("rope-freq-base-not-a-number", ["--rope-freq-base", "ten-thousand"]),
+    Case("n-gpu-layers-on-cpu-build-with-device", ["--device", "CUDA0"]),
 ]
 
 CASES = {

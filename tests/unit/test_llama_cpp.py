@@ -6,7 +6,8 @@ this one, serving the GGUF that tools/make_tiny_gguf.py writes: startups in test
 (`-lv 4` shows the loader lines the default verbosity hides), failed starts in
 tests/data/failures/llama-server/ with index.jsonl (the command, exit code, category and root-cause line). Two
 more failed starts of the same build joined them on 2026-12-03 from a held-out set recorded with
-tools/record_failures.py (a grammar file that is not there, a port past 65535), and two of the same tree built with
+tools/record_failures.py (a grammar file that is not there, a port past 65535, a chat template file with a Jinja
+syntax error, the model given to --lora), and two of the same tree built with
 CUDA on an NVIDIA H200 by tools/record_gpu_failures.py (gpu-*: a --main-gpu the machine does not have, row split on
 a device without split buffers); their labels are a person's reading.
 """

@@ -19,7 +19,8 @@ there, a port past 65535), two of SGLang's (a JSON argument without its quotes, 
 not fit), and in scripts/ four users' scripts (a keyword LLM() does not take, a file named like the package in the
 working directory, twice, and a config.json cut short). scripts/gpu-cuda-alloc-conf-unknown-key.log is a
 transformers script on an NVIDIA H200 (tools/record_gpu_failures.py; the script is in its row) with a misspelt
-PYTORCH_CUDA_ALLOC_CONF key. Each index.jsonl has the
+PYTORCH_CUDA_ALLOC_CONF key. A fourth set (20 more) gave SGLang's LoRA on the CPU (pinned memory without an
+accelerator) and `vllm serve` with a structured-outputs backend it does not have. Each index.jsonl has the
 command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
 reading of each log, not firstlight's output.
 """

@@ -213,6 +213,8 @@ VLLM = EngineAdapter(
         r"(?:^|[\s|)])(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.]+\.py:\d+\]",
         r"vLLM (API )?server",
         r"V1 LLM engine",
+        # the CLI's own argparse lines, all a log holds when a flag is rejected (`vllm serve: error: argument ...`)
+        r"^usage: vllm \w+ |^vllm \w+: error: ",
     ),
     default_env={"HF_HUB_OFFLINE": "1"},
     metrics_prefix="vllm:",
