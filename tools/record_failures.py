@@ -501,6 +501,10 @@ TRANSFORMERS_CASES = [
     Case("unknown-argument", ["--max-model-len", "2048"]),
     Case("attn-implementation-flash-attention-2", ["--attn-implementation", "flash_attention_2"]),
     Case("quantization-bnb-4bit-on-cpu", ["--quantization", "bnb-4bit"]),
+    Case("device-cuda-on-cpu-torch", ["--device", "cuda"]),
+    Case("dtype-not-a-dtype", ["--dtype", "float8"]),
+    Case("attn-implementation-unknown", ["--attn-implementation", "nova"]),
+    Case("quantization-bnb-8bit-on-cpu", ["--quantization", "bnb-8bit"]),
 ]
 
 MISSING = str(SCRATCH / "no-such-file")
@@ -560,6 +564,20 @@ VLLM_LLM_CASES = [
     Case("speculative-method-unknown", [], kwargs=SPECULATIVE_NOVA),
     Case("tensor-parallel-3", [], kwargs={"tensor_parallel_size": 3}),
     Case("vllm-py-in-working-directory", [], setup=shadowing_module("vllm")),
+    Case("gpu-memory-utilization-above-one", [], kwargs={"gpu_memory_utilization": 1.5}),
+    Case("tokenizer-path-missing", [], kwargs={"tokenizer": MISSING}),
+    Case("quantization-fp8-on-cpu", [], kwargs={"quantization": "fp8"}),
+    Case("lora-max-loras-zero", [], kwargs={"enable_lora": True, "max_loras": 0}),
+    Case("seed-not-a-number", [], kwargs={"seed": "abc"}),
+    Case("max-model-len-not-a-number", [], kwargs={"max_model_len": "32k"}),
+    Case("executor-backend-ray-not-installed", [], kwargs={"distributed_executor_backend": "ray"}),
+    Case(
+        "remote-code-trusted-modeling-file-missing",
+        [],
+        model=remote_code_architecture,
+        kwargs={"trust_remote_code": True},
+    ),
+    Case("block-size-7", [], kwargs={"block_size": 7}),
 ]
 
 SGLANG_ENGINE_CASES = [
@@ -570,6 +588,18 @@ SGLANG_ENGINE_CASES = [
     Case("attention-backend-unknown", [], kwargs={"attention_backend": "nova"}),
     Case("tp2-on-one-device", [], kwargs={"tp_size": 2}),
     Case("sglang-py-in-working-directory", [], setup=shadowing_module("sglang")),
+    Case("kv-cache-dtype-unknown", [], kwargs={"kv_cache_dtype": "nova"}),
+    Case("load-format-unknown", [], kwargs={"load_format": "nova"}),
+    Case("tokenizer-path-missing", [], kwargs={"tokenizer_path": MISSING}),
+    Case("chat-template-path-missing", [], kwargs={"chat_template": MISSING + ".jinja"}),
+    Case("speculative-algorithm-unknown", [], kwargs={"speculative_algorithm": "NOVA"}),
+    Case("dp2-on-cpu", [], kwargs={"dp_size": 2}),
+    Case(
+        "remote-code-trusted-modeling-file-missing",
+        [],
+        model=remote_code_architecture,
+        kwargs={"trust_remote_code": True},
+    ),
 ]
 
 TRANSFORMERS_SCRIPT_CASES = [
@@ -584,6 +614,17 @@ TRANSFORMERS_SCRIPT_CASES = [
     Case("device-map-auto-memory-too-small", [], kwargs={"device_map": "auto", "max_memory": {"cpu": "1MB"}}),
     Case("dtype-not-a-dtype", [], kwargs={"dtype": "float8"}),
     Case("transformers-py-in-working-directory", [], setup=shadowing_module("transformers")),
+    Case(
+        "remote-code-trusted-modeling-file-missing",
+        [],
+        model=remote_code_architecture,
+        kwargs={"trust_remote_code": True},
+    ),
+    Case("gptq-config-without-backend", [], kwargs={"quantization_config": {"quant_method": "gptq", "bits": 4}}),
+    Case("awq-config-without-backend", [], kwargs={"quantization_config": {"quant_method": "awq", "bits": 4}}),
+    Case("attn-implementation-unknown", [], kwargs={"attn_implementation": "nova"}),
+    Case("device-map-mps-on-linux", [], kwargs={"device_map": "mps"}),
+    Case("load-in-4bit-keyword", [], kwargs={"load_in_4bit": True}),
 ]
 
 LLAMA_SERVER_CASES = [

@@ -1,5 +1,5 @@
 """Record how real launches fail on a real GPU: llama.cpp's `llama-server` (built here with CUDA) and transformers
-scripts on torch, on the device machine (one NVIDIA H200).
+scripts on torch and torchrun over NCCL, on the device machine (one NVIDIA H200).
 
 The companion of `record_failures.py`, which records the CPU engines. It runs ON the device machine, from a copy of
 the repository whose `.gpu-carry/` folder holds what the machine cannot fetch: `llama.cpp-src.tar.gz` (the llama.cpp
@@ -14,16 +14,25 @@ index.jsonl gets one line a case: the command as a person types it, the exit cod
 and the root-cause line are left empty: a person reads the log and fills them in afterwards; this script never asks
 firstlight. A case that comes up (llama-server says it is listening; a script exits 0) is no failure: its line says
 so and its log goes to `came-up/`. The scripts the torch cases run are copied to `scripts/`, and what a case ran
-beside its launch (a process holding the GPU's memory) to `setup/`.
+beside its launch (a process holding the GPU's memory, or one listening on the port torchrun wants) to `setup/`.
+
+The llama-server build is for the H200's own architecture (sm_90) unless --cuda-arch names others: the
+`built-sm75-*` cases need a build for an older architecture only, without PTX (`--cuda-arch 75-real`), which cannot
+run on the H200. `--no-cuda-fa` leaves out the FlashAttention kernels (-DGGML_CUDA_FA=OFF), which makes the build
+much faster. The cases of a set are chosen by name: heldout54g took the sm_90 build and the cases up to
+`cuda-alloc-conf-unknown-key` and `kv-cache-mixed-quants-not-built`; heldout56g the sm_75 build and the cases after.
 
 Every child runs in its own session and is killed with its process group and its descendants when its case ends.
 NVLink multicast stays off in every child (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NVSHMEM_DISABLE_NVLS=1), as the device machine asks; nothing uses managed memory.
 
-Usage (on the device machine): python3 tools/record_gpu_failures.py OUT_DIR [CASE ...] [--budget S] [--prebuilt DIR]
-  CASE        only the cases of these names (default: all)
-  --budget    stop starting cases when this many seconds have passed since the start (default 540)
-  --prebuilt  a folder holding a `llama-server` already built with CUDA: no build
+Usage (on the device machine):
+  python3 tools/record_gpu_failures.py OUT_DIR [CASE ...] [--budget S] [--prebuilt DIR] [--cuda-arch A] [--no-cuda-fa]
+  CASE         only the cases of these names (default: all)
+  --budget     stop starting cases when this many seconds have passed since the start (default 540)
+  --prebuilt   a folder holding a `llama-server` already built with CUDA: no build
+  --cuda-arch  CMAKE_CUDA_ARCHITECTURES of the build (default 90), as CMake takes it: `75-real`, `80;90`, ...
+  --no-cuda-fa build without the FlashAttention CUDA kernels (-DGGML_CUDA_FA=OFF)
 """
 
 from __future__ import annotations
@@ -53,12 +62,13 @@ SCRATCH = Path("/tmp/firstlight-gpu-record")
 SOURCE_TAR = CARRY / "llama.cpp-src.tar.gz"
 BUILD = SCRATCH / "llama-build"
 PORT = 8015
+BUSY_PORT = 29517  # the port torchrun is told to use while another process listens on it
 CASE_TIMEOUT = 90.0
 HOST_NOTE = "one NVIDIA H200 (device machine)"
 LLAMA_READY = b"llama_server: listening on"
 # The device machine's rule for every program: NVLink multicast off (it can take a shared host's GPUs down).
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-CMAKE_OPTIONS = [  # the Makefile's ($(LLAMA_BUILT)), with CUDA for the H200 only
+CMAKE_OPTIONS = [  # the Makefile's ($(LLAMA_BUILT)), with CUDA; the architectures come from --cuda-arch
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -67,7 +77,6 @@ CMAKE_OPTIONS = [  # the Makefile's ($(LLAMA_BUILT)), with CUDA for the H200 onl
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_BUILD_APP=OFF",
     "-DGGML_CUDA=ON",
-    "-DCMAKE_CUDA_ARCHITECTURES=90",
     "-DGGML_CUDA_FA_ALL_QUANTS=OFF",
 ]
 
@@ -76,10 +85,10 @@ SERVE = """\
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer{imports}
 
-model_path = "{model}"
+{before}model_path = "{model}"
 tokenizer = AutoTokenizer.from_pretrained(model_path)
 model = AutoModelForCausalLM.from_pretrained(model_path, {kwargs})
-inputs = tokenizer("The capital of France is", return_tensors="pt").to(model.device)
+{after_load}inputs = tokenizer("The capital of France is", return_tensors="pt").to(model.device)
 output = model.generate(**inputs, max_new_tokens=16, do_sample=False)
 print(tokenizer.decode(output[0], skip_special_tokens=True))
 """
@@ -101,6 +110,19 @@ print(f"rank {{dist.get_rank()}}: all_reduce gave {{x[0].item()}}")
 dist.destroy_process_group()
 """
 
+# A stale process that listens on a port: another job's rendezvous, say.
+LISTENER = """\
+import socket
+import sys
+import time
+
+server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+server.bind(("0.0.0.0", int(sys.argv[1])))
+server.listen()
+print(f"listening on 0.0.0.0:{sys.argv[1]}", flush=True)
+time.sleep(3600)
+"""
+
 # A stale process that holds the GPU's memory: all of what is free but `keep` MiB, plain cudaMalloc through torch.
 HOLDER = """\
 import sys
@@ -117,9 +139,16 @@ time.sleep(3600)
 """
 
 
-def serve_script(model: str = "tiny-llama", imports: str = "", **kwargs: str) -> str:
+def serve_script(
+    model: str = "tiny-llama", imports: str = "", before: str = "", after_load: str = "", **kwargs: str
+) -> str:
+    """`before` goes above the loading, `after_load` between it and the generation; each ends with its newlines."""
     return SERVE.format(
-        model=model, imports=imports, kwargs=", ".join(f"{key}={value}" for key, value in kwargs.items())
+        model=model,
+        imports=imports,
+        before=before,
+        after_load=after_load,
+        kwargs=", ".join(f"{key}={value}" for key, value in kwargs.items()),
     )
 
 
@@ -132,6 +161,7 @@ class Case:
     script: str | None = None  # written to the case's folder as `script_name` first
     script_name: str = "serve.py"
     hold_gpu_mib: int | None = None  # another process holds all of the GPU's memory but this much meanwhile
+    busy_port: int | None = None  # another process listens on this port meanwhile
     prepare: Callable[[Path], None] | None = None  # makes what the launch needs in the case's folder
     ready: bytes | None = None  # a line that says it came up (None: only an exit 0 does)
 
@@ -152,9 +182,24 @@ def script(
     return Case(name, "transformers", argv, env=env or {}, script=text, hold_gpu_mib=hold_gpu_mib, prepare=prepare)
 
 
-def torchrun(name: str, device: str) -> Case:
-    argv = ["torchrun", "--nproc-per-node", "2", "allreduce.py"]
-    return Case(name, "transformers", argv, script=ALLREDUCE.format(device=device), script_name="allreduce.py")
+def torchrun(
+    name: str,
+    device: str,
+    ranks: int = 2,
+    *options: str,
+    env: dict[str, str | None] | None = None,
+    busy_port: int | None = None,
+) -> Case:
+    argv = ["torchrun", "--nproc-per-node", str(ranks), *options, "allreduce.py"]
+    return Case(
+        name,
+        "transformers",
+        argv,
+        env=env or {},
+        script=ALLREDUCE.format(device=device),
+        script_name="allreduce.py",
+        busy_port=busy_port,
+    )
 
 
 def scaled_model(folder: Path) -> None:
@@ -210,6 +255,31 @@ TORCH_CASES = [
         serve_script(**CUDA_BF16),
         env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segment:True"},
     ),
+    # heldout56g: torchrun over NCCL, one rank on the one GPU (enough to reach NCCL's bootstrap and init)
+    torchrun("nccl-socket-ifname-missing", "0", 1, env={"NCCL_SOCKET_IFNAME": "nosuchif0"}),
+    torchrun("nccl-net-ib-without-infiniband", "0", 1, env={"NCCL_NET": "IB"}),
+    torchrun("nccl-proto-unknown", "0", 1, env={"NCCL_PROTO": "LL256"}),
+    torchrun("nccl-p2p-level-unknown", "0", 1, env={"NCCL_P2P_LEVEL": "FAST"}),
+    torchrun("torchrun-master-port-in-use", "0", 1, "--master-port", str(BUSY_PORT), busy_port=BUSY_PORT),
+    script(
+        "cuda-alloc-conf-bad-value",
+        serve_script(**CUDA_BF16),
+        env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:abc"},
+    ),
+    script(
+        "max-memory-smaller-than-model",  # the tiny model has 7 MB of weights: 2 MiB on the GPU and on the CPU
+        serve_script(device_map='"auto"', max_memory='{0: "2MiB", "cpu": "2MiB"}', dtype="torch.float32"),
+    ),
+    script(
+        "set-device-1-with-one-visible",
+        serve_script(before="torch.cuda.set_device(1)\n\n", device_map='"cuda"', dtype="torch.float16"),
+        env={"CUDA_VISIBLE_DEVICES": "0"},
+    ),
+    script(
+        "torch-compile-triton-cache-unwritable",
+        serve_script(after_load="model.forward = torch.compile(model.forward)\n", **CUDA_BF16),
+        env={"TRITON_CACHE_DIR": "/proc/triton-cache"},
+    ),
 ]
 
 LLAMA_CASES = [
@@ -222,15 +292,20 @@ LLAMA_CASES = [
     llama("tensor-split-4-row-on-one-gpu", "--tensor-split", "1,1,1,1", "-sm", "row"),
     llama("v-cache-q4_0-without-flash-attn", "-fa", "off", "--cache-type-v", "q4_0"),
     llama("kv-cache-mixed-quants-not-built", "-fa", "on", "--cache-type-k", "q8_0", "--cache-type-v", "q4_0"),
+    # heldout56g: these need a build for an older architecture only (--cuda-arch 75-real), launched on the H200
+    llama("built-sm75-only-on-h200"),
+    llama("built-sm75-only-no-gpu-visible", env={"CUDA_VISIBLE_DEVICES": ""}),
+    llama("built-sm75-only-device-cuda0-split-row", "--device", "CUDA0", "-sm", "row"),
 ]
 
 
 class Build:
     """The CUDA build of llama-server, in a thread: the torch cases run meanwhile."""
 
-    def __init__(self, out: Path, prebuilt: Path | None) -> None:
+    def __init__(self, out: Path, prebuilt: Path | None, options: list[str]) -> None:
         self.log = out / "llama-build.log"
         self.bin: Path | None = prebuilt
+        self.options = options  # besides CMAKE_OPTIONS: the architectures, FlashAttention
         self.error = ""
         self.seconds = 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -264,7 +339,7 @@ class Build:
             tar.extractall(SCRATCH, filter="data")
         source = SCRATCH / "llama.cpp"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        configure = ["cmake", "-S", str(source), "-B", str(BUILD), *generator, *CMAKE_OPTIONS]
+        configure = ["cmake", "-S", str(source), "-B", str(BUILD), *generator, *CMAKE_OPTIONS, *self.options]
         if self._step(configure) != 0:
             extra = _pip_cublas_options()  # the toolkit without cuBLAS: the pip wheel's, if there is one
             if not extra:
@@ -312,6 +387,8 @@ def how(case: Case) -> str:
     words = [f"{key}={value}" if value is not None else f"(no {key})" for key, value in shown.items()]
     if case.hold_gpu_mib is not None:
         words.insert(0, f"(another process holds all but {case.hold_gpu_mib} MiB of the GPU's memory: setup/)")
+    if case.busy_port is not None:
+        words.insert(0, f"(another process listens on port {case.busy_port}: setup/)")
     return " ".join([*words, *case.argv])  # torchrun as typed, also where it ran as `python3 -m torch.distributed.run`
 
 
@@ -367,6 +444,29 @@ def hold_gpu(folder: Path, keep_mib: int, out: Path, name: str, env: dict[str, s
     return holder
 
 
+def listen_on(folder: Path, port: int, out: Path, name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    (folder / "listen.py").write_text(LISTENER)
+    note = out / "setup" / f"{name}.listener.txt"
+    with open(note, "wb") as f:
+        f.write(f"$ python3 listen.py {port}\n".encode())
+        f.flush()
+        listener = subprocess.Popen(
+            ["python3", "listen.py", str(port)],
+            cwd=folder,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and listener.poll() is None and b"listening" not in note.read_bytes():
+        time.sleep(0.25)
+    if b"listening" not in note.read_bytes():
+        stop(listener)
+        raise RuntimeError(f"the process meant to listen on port {port} did not (setup/{note.name})")
+    return listener
+
+
 def record(case: Case, out: Path, build: Build, timeout: float, version: str) -> dict[str, object]:
     folder = SCRATCH / "cases" / case.name
     shutil.rmtree(folder, ignore_errors=True)
@@ -380,6 +480,8 @@ def record(case: Case, out: Path, build: Build, timeout: float, version: str) ->
         (out / "scripts" / f"{case.name}.{case.script_name}").write_text(case.script)
     env = child_env(case, build)
     holder = hold_gpu(folder, case.hold_gpu_mib, out, case.name, env) if case.hold_gpu_mib is not None else None
+    if case.busy_port is not None:
+        holder = listen_on(folder, case.busy_port, out, case.name, env)
     argv = list(case.argv)
     if argv[0] == "torchrun" and shutil.which("torchrun", path=env["PATH"]) is None:
         argv[:1] = ["python3", "-m", "torch.distributed.run"]  # the same launcher, where its script is not on the PATH
@@ -431,7 +533,7 @@ def torch_version() -> str:
     return f"transformers {versions['transformers']} with torch {versions['torch']} (the device's python3)"
 
 
-def llama_version(build: Build) -> str:
+def llama_version(build: Build, arch: str) -> str:
     assert build.bin is not None
     run = subprocess.run(
         [str(build.bin / "llama-server"), "--version"],
@@ -442,7 +544,7 @@ def llama_version(build: Build) -> str:
     )
     lines = [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("version")]
     built = lines[0] if lines else "version unknown"
-    return f"llama.cpp llama-server {built} from the llama-cpp-python 0.3.36 sdist, CUDA build for sm_90"
+    return f"llama.cpp llama-server {built} from the llama-cpp-python 0.3.36 sdist, CUDA build for {arch}"
 
 
 def main() -> int:
@@ -451,6 +553,8 @@ def main() -> int:
     parser.add_argument("cases", nargs="*")
     parser.add_argument("--budget", type=float, default=540.0)
     parser.add_argument("--prebuilt", type=Path)
+    parser.add_argument("--cuda-arch", default="90", help="CMAKE_CUDA_ARCHITECTURES of the llama-server build")
+    parser.add_argument("--no-cuda-fa", action="store_true", help="build without FlashAttention's CUDA kernels")
     args = parser.parse_intermixed_args()
     start = time.monotonic()
     out = Path(args.out).resolve()
@@ -458,7 +562,9 @@ def main() -> int:
         (out / sub).mkdir(parents=True, exist_ok=True)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     (out / "nvidia-smi.txt").write_bytes(nvidia_smi())
-    build = Build(out, args.prebuilt)
+    options = [f"-DCMAKE_CUDA_ARCHITECTURES={args.cuda_arch}", *(["-DGGML_CUDA_FA=OFF"] if args.no_cuda_fa else [])]
+    build = Build(out, args.prebuilt, options)
+    arch = f"CMAKE_CUDA_ARCHITECTURES={args.cuda_arch}" + (", GGML_CUDA_FA=OFF" if args.no_cuda_fa else "")
     torch_cases = [case for case in TORCH_CASES if not args.cases or case.name in args.cases]
     llama_cases = [case for case in LLAMA_CASES if not args.cases or case.name in args.cases]
     versions = {"transformers": torch_version()}
@@ -471,7 +577,7 @@ def main() -> int:
                 llama_cases = []
                 continue
             if build.done() and llama_cases:
-                versions.setdefault("llama-server", llama_version(build))
+                versions.setdefault("llama-server", llama_version(build, arch))
                 case = llama_cases.pop(0)
             elif torch_cases:
                 case = torch_cases.pop(0)

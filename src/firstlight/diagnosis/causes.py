@@ -18,6 +18,10 @@ Each pair is read from where the engines wire the two together:
   this architecture` when the installed version predates the model; engines check the version first and warn
   (LMDeploy: `The current version of transformers is A, which is lower than the required version B`, SGLang and
   vLLM: `... requires transformers>=B`). The version is the cause.
+- vLLM (`vllm/transformers_utils/dynamic_module.py`, try_get_class_from_dynamic_module) warns `Unable to load
+  modeling_x.XForCausalLM from <model> on HF Hub.` with the traceback of transformers' `OSError: <model> does not
+  appear to have a file named modeling_x.py`, and returns nothing; the registry then says `Model architectures
+  ['XForCausalLM'] are not supported`. The model's own code file that is not there is the cause.
 - vLLM (`vllm/platforms/__init__.py`) logs at DEBUG why each platform is not available (`CUDA platform is not
   available because: NVML Shared Library Not Found`; of these, the GPU's own matters) and falls back to its base
   platform, whose methods raise a bare `NotImplementedError` (`vllm/platforms/interface.py`). Why the platform was
@@ -74,6 +78,10 @@ PAIRS = (
             r"(?:program_source|\.h(?:pp)?|\.metal):\d+:\d+: error: "
             r"|failed to build '\w+' library|MTLLibraryErrorDomain"
         ),
+    ),
+    CausalPair(
+        re.compile(r"Model architectures? \[[^\]]*\] (?:are|is) not supported"),
+        re.compile(r"does not appear to have a file named \w+\.py\b"),
     ),
     CausalPair(
         re.compile(r"NotImplementedError:?\s*$"),

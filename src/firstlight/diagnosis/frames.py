@@ -11,6 +11,7 @@ import re
 from typing import NamedTuple
 
 from firstlight.diagnosis.places import (
+    BLOCK_SIZE_NOT_TAKEN,
     DRAFT_MODELS,
     DRAFT_SOURCES,
     ENGINE_KEYWORD_UNKNOWN,
@@ -118,13 +119,16 @@ class TracebackPlace:
         engine's wait on its own HTTP server): that cause's signature, with why. A checkpoint tensor the model's
         code has no parameter for is, in a speculative-decoding draft's code, a draft that does not fit; with a
         quantization method in effect, the method's layout, as a shape mismatch there is. A keyword the engine's
-        argument class does not take (`line`) is the user's own when the user's script called the engine."""
+        argument class does not take (`line`) is the user's own when the user's script called the engine; block sizes no
+        backend takes are the user's setting when the user set one."""
         for frames, other in sig.in_traceback:
             passed = next((f for f in self.passed if frames.search(f)), None)
             if passed is not None:
                 return signatures_by_id()[other], f"raised through {passed}, which makes it {other}"
         if sig.id == "call_signature_mismatch" and ENGINE_KEYWORD_UNKNOWN.search(line) and self._user_called_engine():
             return ENGINE_KEYWORD_UNKNOWN, "an engine argument the user's own script gave the engine"
+        if sig.id == "vllm_kv_block_size_backend" and self.settings.block_size and BLOCK_SIZE_NOT_TAKEN.search(line):
+            return BLOCK_SIZE_NOT_TAKEN, f"the launch asked for block size {self.settings.block_size}"
         if sig.id not in TENSOR_WITHOUT_PARAMETER:
             return None
         if self.drafting:

@@ -110,6 +110,18 @@ RAISED_IN_DRAFT = Signature(
 )
 
 
+# KV-cache block sizes no attention backend takes (vllm_kv_block_size_backend) when the user set the block size
+# (settings.StatedSettings): the setting, not the backend, is what to change.
+BLOCK_SIZE_NOT_TAKEN = Signature(
+    "block_size_not_taken",
+    "invalid_config",
+    0.85,
+    re.compile(r"No common block size for (?P<size>\d+) \("),
+    "The KV-cache block size the launch asked for (--block-size / block_size) is not one the attention backend "
+    "takes: the line lists the sizes each backend takes. Drop the override, or give one of those sizes.",
+)
+
+
 # A keyword the engine's own argument class does not take (`EngineArgs.__init__() got an unexpected keyword argument`)
 # reads as a call with another release's arguments (call_signature_mismatch), as it is when another package builds
 # them (trl, lighteval, a framework's rollout worker); when the user's script called the engine from its top level
