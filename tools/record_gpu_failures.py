@@ -419,23 +419,28 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=20)
 
 
-def hold_gpu(folder: Path, keep_mib: int, out: Path, name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    (folder / "hold_gpu.py").write_text(HOLDER)
-    note = out / "setup" / f"{name}.holder.txt"
+def beside(
+    folder: Path, script: tuple[str, str], arg: int, note: Path, ready: bytes, seconds: float, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start a process a case needs beside its launch (`script`: its file name and text, run with `arg`), its output
+    in `note`; return once it says `ready`, or has exited or taken `seconds`."""
+    name, text = script
+    (folder / name).write_text(text)
     with open(note, "wb") as f:
-        f.write(f"$ python3 hold_gpu.py {keep_mib}\n".encode())
+        f.write(f"$ python3 {name} {arg}\n".encode())
         f.flush()
-        holder = subprocess.Popen(
-            ["python3", "hold_gpu.py", str(keep_mib)],
-            cwd=folder,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
+        proc = subprocess.Popen(
+            ["python3", name, str(arg)], cwd=folder, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and holder.poll() is None and b"holding" not in note.read_bytes():
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None and ready not in note.read_bytes():
         time.sleep(0.25)
+    return proc
+
+
+def hold_gpu(folder: Path, keep_mib: int, out: Path, name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    note = out / "setup" / f"{name}.holder.txt"
+    holder = beside(folder, ("hold_gpu.py", HOLDER), keep_mib, note, b"holding", 60, env)
     with open(note, "ab") as f:
         f.write(nvidia_smi())
     if b"holding" not in note.read_bytes():
@@ -445,22 +450,8 @@ def hold_gpu(folder: Path, keep_mib: int, out: Path, name: str, env: dict[str, s
 
 
 def listen_on(folder: Path, port: int, out: Path, name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    (folder / "listen.py").write_text(LISTENER)
     note = out / "setup" / f"{name}.listener.txt"
-    with open(note, "wb") as f:
-        f.write(f"$ python3 listen.py {port}\n".encode())
-        f.flush()
-        listener = subprocess.Popen(
-            ["python3", "listen.py", str(port)],
-            cwd=folder,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and listener.poll() is None and b"listening" not in note.read_bytes():
-        time.sleep(0.25)
+    listener = beside(folder, ("listen.py", LISTENER), port, note, b"listening", 30, env)
     if b"listening" not in note.read_bytes():
         stop(listener)
         raise RuntimeError(f"the process meant to listen on port {port} did not (setup/{note.name})")
