@@ -453,6 +453,11 @@ SGLANG_CASES = [
     Case("max-total-tokens-16", ["--max-total-tokens", "16"]),
     Case("lora-rank-not-supported", ["--enable-lora", "--max-lora-rank", "7", "--lora-target-modules", "all"]),
     Case("chunked-prefill-size-1", ["--chunked-prefill-size", "1"]),
+    Case("gguf-file-as-model", [], model=str(ROOT / "models" / "tiny-llama.gguf")),
+    Case("mem-fraction-static-zero", ["--mem-fraction-static", "0"]),
+    Case("tp-size-zero", ["--tp-size", "0"]),
+    Case("schedule-policy-unknown", ["--schedule-policy", "nova"]),
+    Case("remote-code-trusted-modeling-file-missing", ["--trust-remote-code"], model=remote_code_architecture),
     Case("attention-backend-flashinfer-on-cpu", ["--attention-backend", "flashinfer"]),
     Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
     # (a checkpoint without one of its tensors and --mem-fraction-static 1.5 come up: not recorded)
@@ -520,6 +525,8 @@ def bad_template() -> Iterator[None]:
 
 
 # The same faults through other ways in: `vllm serve`, and a user's script on vLLM's, SGLang's and transformers' API
+SPECULATIVE_MTP = {"method": "mtp", "num_speculative_tokens": 1}
+
 VLLM_SERVE_CASES = [
     *shared_cases(),
     Case("dtype-not-a-choice", ["--dtype", "float8"]),
@@ -549,6 +556,13 @@ VLLM_SERVE_CASES = [
     Case("plugin-not-installed", [], env={"VLLM_PLUGINS": "nova_plugin"}),
     Case("multiproc-method-unknown", [], env={"VLLM_WORKER_MULTIPROC_METHOD": "nova"}),
     Case("data-parallel-2-on-cpu", ["--data-parallel-size", "2"]),
+    Case("speculative-mtp-on-model-without-mtp", ["--speculative-config", json.dumps(SPECULATIVE_MTP)]),
+    Case("max-num-batched-tokens-zero", ["--max-num-batched-tokens", "0"]),
+    Case("prefix-caching-hash-unknown", ["--prefix-caching-hash-algo", "nova"]),
+    Case("mm-processor-kwargs-not-json", ["--mm-processor-kwargs", "{num_crops: 4"]),
+    Case("gguf-file-as-model", [], model=str(ROOT / "models" / "tiny-llama.gguf")),
+    Case("quantization-gguf-on-safetensors", ["--quantization", "gguf"]),
+    Case("remote-code-trusted-modeling-file-missing", ["--trust-remote-code"], model=remote_code_architecture),
     Case("omp-threads-bind-beyond-cores", [], env={"VLLM_CPU_OMP_THREADS_BIND": "64-67"}),
 ]
 

@@ -23,7 +23,8 @@ PYTORCH_CUDA_ALLOC_CONF key. A fourth set (20 more) gave SGLang's LoRA on the CP
 accelerator) and `vllm serve` with a structured-outputs backend it does not have. A fifth (26 on the CPU, 9 on the
 H200) gave, in scripts/: remote code whose modeling file is not there (transformers, and vLLM, which only warns),
 a block size no backend takes given to LLM(), transformers' device_map="mps" on Linux and an AWQ config over plain
-weights; two NCCL runs on the H200 with no network to use (gpu-nccl-*); and transformers serve's --dtype float8.
+weights; two NCCL runs on the H200 with no network to use (gpu-nccl-*); and transformers serve's --dtype float8. A
+sixth (12) gave SGLang's remote code whose modeling file is not there.
 Each index.jsonl has the
 command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
 reading of each log, not firstlight's output.

@@ -21,7 +21,9 @@ Each pair is read from where the engines wire the two together:
 - vLLM (`vllm/transformers_utils/dynamic_module.py`, try_get_class_from_dynamic_module) warns `Unable to load
   modeling_x.XForCausalLM from <model> on HF Hub.` with the traceback of transformers' `OSError: <model> does not
   appear to have a file named modeling_x.py`, and returns nothing; the registry then says `Model architectures
-  ['XForCausalLM'] are not supported`. The model's own code file that is not there is the cause.
+  ['XForCausalLM'] are not supported`. SGLang (`srt/configs/model_config.py`, `srt/models/registry.py`) logs `Failed to
+  load dynamic modules from auto_map for 'X': <the same OSError>`, then raises `Cannot find model module. 'X' is not a
+  registered model ...`. The model's own code file that is not there is the cause.
 - vLLM (`vllm/platforms/__init__.py`) logs at DEBUG why each platform is not available (`CUDA platform is not
   available because: NVML Shared Library Not Found`; of these, the GPU's own matters) and falls back to its base
   platform, whose methods raise a bare `NotImplementedError` (`vllm/platforms/interface.py`). Why the platform was
@@ -80,7 +82,9 @@ PAIRS = (
         ),
     ),
     CausalPair(
-        re.compile(r"Model architectures? \[[^\]]*\] (?:are|is) not supported"),
+        re.compile(
+            r"Model architectures? \[[^\]]*\] (?:are|is) not supported|Cannot find model module\. '\w+' is not a"
+        ),
         re.compile(r"does not appear to have a file named \w+\.py\b"),
     ),
     CausalPair(
