@@ -231,11 +231,14 @@ def remote_code_architecture() -> Path:
     return _edit_config(path, architectures=["NovaForCausalLM"], model_type="nova", auto_map=auto_map)
 
 
-def broken_config_json() -> Path:
-    path = _copy_of_model("broken-json")
-    text = (path / "config.json").read_text()
-    (path / "config.json").write_text(text[: len(text) // 2])  # as a copy cut short leaves it
+def _cut_in_half(path: Path, name: str) -> Path:
+    text = (path / name).read_text()
+    (path / name).write_text(text[: len(text) // 2])
     return path
+
+
+def broken_config_json() -> Path:
+    return _cut_in_half(_copy_of_model("broken-json"), "config.json")  # as a copy cut short leaves it
 
 
 def more_layers_than_weights() -> Path:
@@ -293,12 +296,6 @@ def sharded_index_without_shard() -> Path:
     save_file({n: names[n] for n in half}, str(path / "model-00001-of-00002.safetensors"), metadata={"format": "pt"})
     index = {"metadata": {"total_size": 0}, "weight_map": shards}
     (path / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-    return path
-
-
-def _cut_in_half(path: Path, name: str) -> Path:
-    text = (path / name).read_text()
-    (path / name).write_text(text[: len(text) // 2])
     return path
 
 

@@ -177,23 +177,24 @@ def _told_by(head: Candidate, later: Candidate, why: str) -> Candidate:
     )
 
 
+def _statement(line: str) -> str | None:
+    """An exception line's message, when it is long enough to be told again as the same statement."""
+    raised = EXCEPTION_LINE.search(line)
+    message = raised["msg"].strip() if raised is not None and raised["msg"] is not None else ""
+    return message if len(message) >= STATED_CHARS else None
+
+
 def _carried(earlier: str, later: str) -> bool:
     """The later exception states the earlier one's message again, as its own or inside its own words."""
-    first = EXCEPTION_LINE.search(earlier)
-    if first is None or first["msg"] is None:
-        return False
-    message = first["msg"].strip()
-    return len(message) >= STATED_CHARS and message in later
+    message = _statement(earlier)
+    return message is not None and message in later
 
 
 def _restated(earlier: str, later: str) -> bool:
     """The later exception re-raises the earlier one's message under another type (requests' JSONDecodeError for
     json's): one statement, which the later one's type tells better."""
-    first, then = EXCEPTION_LINE.search(earlier), EXCEPTION_LINE.search(later)
-    if first is None or then is None or first["msg"] is None or then["msg"] is None:
-        return False
-    message = first["msg"].strip()
-    return len(message) >= STATED_CHARS and then["msg"].strip() == message
+    message, then = _statement(earlier), EXCEPTION_LINE.search(later)
+    return message is not None and then is not None and then["msg"] is not None and then["msg"].strip() == message
 
 
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
