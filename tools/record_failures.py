@@ -352,6 +352,41 @@ def chat_template_syntax_error() -> Path:
     return path
 
 
+def claims_quantization(method: str, **fields: object) -> Callable[[], Path]:
+    """The tiny model's folder with a quantization config of a real method over its plain weights: a checkpoint made
+    for another engine, GPU or library, as its config.json announces it."""
+
+    def make() -> Path:
+        config = {"quant_method": method, **fields}
+        return _edit_config(_copy_of_model(f"quant-{method}"), quantization_config=config)
+
+    return make
+
+
+BUILD_ARCHITECTURE = (
+    "import json, sys\nfrom transformers import AutoConfig, AutoModel, AutoModelForCausalLM\n"
+    "config = AutoConfig.for_model(sys.argv[1], **json.loads(sys.argv[2]))\n"
+    "try:\n    model = AutoModelForCausalLM.from_config(config)\nexcept ValueError:\n"
+    "    model = AutoModel.from_config(config)\nmodel.save_pretrained(sys.argv[3])\n"
+)
+
+
+def of_architecture(model_type: str, **dims: object) -> Callable[[], Path]:
+    """A tiny randomly initialised model of another architecture (transformers builds it in the engine's
+    environment) with the tiny model's tokenizer: a model the engine may not implement."""
+
+    def make() -> Path:
+        path = SCRATCH / f"arch-{model_type}"
+        if not (path / "config.json").exists():
+            python = ROOT / ".venv-engine" / "bin" / "python"
+            subprocess.run([python, "-c", BUILD_ARCHITECTURE, model_type, json.dumps(dims), path], check=True)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(MODEL / name, path / name)
+        return path
+
+    return make
+
+
 def shadowing_module(name: str) -> Callable[[], object]:
     """A file in the working directory named like the package the script imports, as a user's scratch folder has."""
 
@@ -370,6 +405,34 @@ def shadowing_module(name: str) -> Callable[[], object]:
 
     return setup
 
+
+TORCH_OTHER_RELEASE = "/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"  # a CUDA build
+
+
+def other_release(name: str, *requirements: str, kwargs: dict[str, object] | None = None) -> Case:
+    """Another release of a package the engine imports, first on its path: an environment where one package was
+    upgraded or pinned by hand after the engine was installed (`pip install transformers==...`)."""
+    folder = SCRATCH / "releases" / name
+
+    @contextmanager
+    def setup() -> Iterator[None]:
+        if not folder.exists():
+            pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"]
+            subprocess.run([*pip, "--python-version", "3.11", "--target", str(folder), *requirements], check=True)
+        yield
+
+    return Case(name, [], env={"PYTHONPATH": str(folder)}, setup=setup, kwargs=kwargs or {})
+
+
+# Releases a server's environment can be left with (vLLM and SGLang both)
+SERVER_RELEASES = [
+    other_release("transformers-4.51-on-path", "transformers==4.51.3"),
+    other_release("huggingface-hub-0.23-on-path", "huggingface_hub==0.23.5"),
+    other_release("pydantic-1-on-path", "pydantic==1.10.21"),
+    other_release("numpy-1.26-on-path", "numpy==1.26.4"),
+    other_release("fastapi-0.95-on-path", "fastapi==0.95.2"),
+    other_release("torch-2.14-cuda-on-path", TORCH_OTHER_RELEASE),
+]
 
 # The same launch for every engine: a model folder with one thing wrong, the port taken, a host's limits
 SHARED_CASES = [
@@ -412,6 +475,126 @@ def shared_cases(*taken: str) -> list[Case]:
     """The shared cases, less those the engine takes without failing (it comes up: nothing to record)."""
     return [case for case in SHARED_CASES if case.name not in taken]
 
+
+# A checkpoint the engine cannot take: a quantization method it does not run here, an architecture it lacks
+TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
+QUANTIZED_CASES = [
+    Case("gptq-3-bit", [], model=claims_quantization("gptq", bits=3, group_size=128, desc_act=False, sym=True)),
+    Case(
+        "awq-gemv-fast",
+        [],
+        model=claims_quantization("awq", bits=4, group_size=128, zero_point=True, version="gemv_fast"),
+    ),
+    Case(
+        "fp8-block-128",
+        [],
+        model=claims_quantization("fp8", activation_scheme="dynamic", fmt="e4m3", weight_block_size=[128, 128]),
+    ),
+    Case(
+        "bitsandbytes-nf4", [], model=claims_quantization("bitsandbytes", load_in_4bit=True, bnb_4bit_quant_type="nf4")
+    ),
+    Case("mxfp4", [], model=claims_quantization("mxfp4")),
+    Case("modelopt-nvfp4", [], model=claims_quantization("modelopt", quant_algo="NVFP4", group_size=16)),
+    Case("hqq-4-bit", [], model=claims_quantization("hqq", nbits=4, group_size=64)),
+    Case(
+        "aqlm-1x16",
+        [],
+        model=claims_quantization("aqlm", in_group_size=8, nbits_per_codebook=16, num_codebooks=1, out_group_size=1),
+    ),
+    Case(
+        "torchao-int4",
+        [],
+        model=claims_quantization(
+            "torchao",
+            quant_type={"default": {"_type": "Int4WeightOnlyConfig", "_version": 1, "_data": {"group_size": 128}}},
+        ),
+    ),
+    Case("fbgemm-fp8", [], model=claims_quantization("fbgemm_fp8", activation_scale_ub=1200.0)),
+    Case("auto-round-4-bit", [], model=claims_quantization("auto-round", bits=4, group_size=128, sym=True)),
+    Case(
+        "compressed-tensors-nvfp4",
+        [],
+        model=claims_quantization(
+            "compressed-tensors",
+            format="nvfp4-pack-quantized",
+            quantization_status="compressed",
+            ignore=["lm_head"],
+            config_groups={
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {
+                        "num_bits": 4,
+                        "type": "float",
+                        "strategy": "tensor_group",
+                        "group_size": 16,
+                        "symmetric": True,
+                    },
+                }
+            },
+        ),
+    ),
+]
+ARCHITECTURE_CASES = [
+    Case(
+        "t5-encoder-decoder",
+        [],
+        model=of_architecture("t5", d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16, vocab_size=1283),
+    ),
+    Case(
+        "bart-encoder-decoder",
+        [],
+        model=of_architecture(
+            "bart",
+            d_model=64,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            vocab_size=1283,
+        ),
+    ),
+    Case("xlnet", [], model=of_architecture("xlnet", d_model=64, n_layer=2, n_head=4, d_inner=128, vocab_size=1283)),
+    Case(
+        "rwkv",
+        [],
+        model=of_architecture(
+            "rwkv",
+            hidden_size=64,
+            num_hidden_layers=2,
+            attention_hidden_size=64,
+            intermediate_size=128,
+            vocab_size=1283,
+        ),
+    ),
+    Case(
+        "mamba", [], model=of_architecture("mamba", hidden_size=64, num_hidden_layers=2, state_size=8, vocab_size=1283)
+    ),
+    Case("bert-encoder", [], model=of_architecture("bert", **TINY, vocab_size=1283)),
+    Case("ctrl", [], model=of_architecture("ctrl", n_embd=64, n_layer=2, n_head=4, dff=128, vocab_size=1283)),
+    Case(
+        "deepseek-v3-mla-moe",
+        [],
+        model=of_architecture(
+            "deepseek_v3",
+            **TINY,
+            num_key_value_heads=4,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            q_lora_rank=32,
+            kv_lora_rank=16,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=16,
+            first_k_dense_replace=1,
+            n_group=1,
+            topk_group=1,
+            vocab_size=1283,
+        ),
+    ),
+]
 
 SGLANG_CASES = [
     *shared_cases("config-more-layers-than-checkpoint"),  # SGLang keeps the layers the checkpoint lacks as made
@@ -457,6 +640,15 @@ SGLANG_CASES = [
     Case("remote-code-trusted-modeling-file-missing", ["--trust-remote-code"], model=remote_code_architecture),
     Case("attention-backend-flashinfer-on-cpu", ["--attention-backend", "flashinfer"]),
     Case("kv-cache-dtype-fp8-on-cpu", ["--kv-cache-dtype", "fp8_e4m3"]),
+    *SERVER_RELEASES,
+    *QUANTIZED_CASES,
+    *ARCHITECTURE_CASES,
+    other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
+    other_release("openai-1.3-on-path", "openai==1.3.0"),
+    other_release("xgrammar-0.1-on-path", "xgrammar==0.1.10"),
+    other_release("torchao-0.5-on-path", "torchao==0.5.0"),
+    other_release("pyzmq-25-on-path", "pyzmq==25.1.2"),
+    other_release("transformers-4.57-on-path", "transformers==4.57.1"),
     # (a checkpoint without one of its tensors and --mem-fraction-static 1.5 come up: not recorded)
 ]
 
@@ -543,6 +735,22 @@ VLLM_SERVE_CASES = [
     Case("host-not-local", ["--host", "10.255.255.1"]),
     Case("logging-config-file-missing", [], env={"VLLM_LOGGING_CONFIG_PATH": MISSING + ".json"}),
     Case("kv-connector-unknown", ["--kv-transfer-config", '{"kv_connector": "NovaConnector", "kv_role": "kv_both"}']),
+    *SERVER_RELEASES,
+    *QUANTIZED_CASES,
+    *ARCHITECTURE_CASES,
+    other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
+    other_release("openai-1.3-on-path", "openai==1.3.0"),
+    other_release("compressed-tensors-0.9-on-path", "compressed-tensors==0.9.0"),
+    other_release("mistral-common-1.0-on-path", "mistral_common==1.0.0"),
+    other_release("safetensors-0.3-on-path", "safetensors==0.3.3"),
+    other_release("starlette-0.27-on-path", "starlette==0.27.0"),
+    other_release("transformers-4.57-on-path", "transformers==4.57.1"),
+    other_release("xgrammar-0.1-on-path", "xgrammar==0.1.10"),
+    other_release("pyzmq-25-on-path", "pyzmq==25.1.2"),
+    other_release("msgspec-0.16-on-path", "msgspec==0.16.0"),
+    other_release("gguf-0.6-on-path", "gguf==0.6.0"),
+    other_release("prometheus-client-0.9-on-path", "prometheus_client==0.9.0"),
+    other_release("tiktoken-0.4-on-path", "tiktoken==0.4.0"),
     Case("structured-outputs-backend-unknown", ["--structured-outputs-config", '{"backend": "nova"}']),
     Case("quantization-bitsandbytes-not-installed", ["--quantization", "bitsandbytes"]),
     Case("load-format-runai-not-installed", ["--load-format", "runai_streamer"]),
@@ -589,6 +797,9 @@ VLLM_LLM_CASES = [
         kwargs={"trust_remote_code": True},
     ),
     Case("block-size-7", [], kwargs={"block_size": 7}),
+    other_release("transformers-4.51-on-path", "transformers==4.51.3"),
+    other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
+    other_release("pydantic-1-on-path", "pydantic==1.10.21"),
 ]
 
 SGLANG_ENGINE_CASES = [
@@ -636,6 +847,13 @@ TRANSFORMERS_SCRIPT_CASES = [
     Case("attn-implementation-unknown", [], kwargs={"attn_implementation": "nova"}),
     Case("device-map-mps-on-linux", [], kwargs={"device_map": "mps"}),
     Case("load-in-4bit-keyword", [], kwargs={"load_in_4bit": True}),
+    other_release("accelerate-0.20-on-path", "accelerate==0.20.3", kwargs={"device_map": "auto"}),
+    other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
+    other_release("huggingface-hub-0.23-on-path", "huggingface_hub==0.23.5"),
+    other_release("safetensors-0.3-on-path", "safetensors==0.3.3"),
+    other_release("numpy-1.26-on-path", "numpy==1.26.4"),
+    other_release("torch-2.14-cuda-on-path", TORCH_OTHER_RELEASE),
+    *QUANTIZED_CASES,
 ]
 
 LLAMA_SERVER_CASES = [

@@ -3,7 +3,8 @@
 Usage: python tools/score_startup.py DIR [DIR ...] [--misses] [--json]
 
 Each DIR holds <id>.log files and an index.jsonl whose lines carry `id`, `outcome` (`ready` or `not_ready`)
-and `phases`: {phase: the whole line that first marks it}, labelled by a person from the log alone.
+and `phases`: {phase: the whole line that first marks it, or {"line": ..., "sure": ..., "why": ...}}, labelled
+by a person from the log alone.
 Printed, overall and per engine: how often the outcome was right; phase recall (of the labelled phases,
 how many diagnose reported) and, of those found, how many on the labelled line; and the phases diagnose
 reported that the labels do not have (each one a candidate false phase, or a phase the labeller missed).
@@ -23,7 +24,8 @@ def score(path: Path, case: dict) -> dict:
     # numbered as diagnose numbers them: by "\n" only (a progress bar's "\r" redraws share their line)
     lines = [ANSI.sub("", x.decode("utf-8", "replace")) for x in path.read_bytes().split(b"\n")]
     found = {p.phase: lines[p.line - 1].strip() if 0 < p.line <= len(lines) else "" for p in report.phases}
-    wanted = {phase: ANSI.sub("", line) for phase, line in case["phases"].items()}
+    # a phase is its line, or {"line": ..., "sure": false, "why": ...} where the labeller hesitated
+    wanted = {phase: ANSI.sub("", v["line"] if isinstance(v, dict) else v) for phase, v in case["phases"].items()}
     hit = [p for p in wanted if p in found]
     return {
         "log": str(path),

@@ -466,6 +466,12 @@ def test_a_line_that_restates_an_exception_yields_to_the_exception() -> None:
         # no driver library at all is not a driver of another version
         ("OSError: libcuda.so.1: cannot open shared object file: No such file or directory", "import_dependency_error"),
         ("RuntimeError: Failed to retrieve cuLaunchKernelEx from libcuda.so.1", "cuda_driver_mismatch"),
+        # Go's os.PathError, as Ollama reports an OLLAMA_MODELS it cannot create (its systemd journal's form)
+        ("Feb 25 17:49:00 host ollama[3156]: Error: mkdir /mnt/raid/ollama: permission denied", "invalid_config"),
+        # a private module the installed release lacks is still another release of the package
+        ("ModuleNotFoundError: No module named 'starlette._exception_handler'", "library_version_mismatch"),
+        # but a compiled extension missing is the build, whatever the release
+        ("ModuleNotFoundError: No module named 'vllm._C'", "import_dependency_error"),
     ],
 )
 def test_messages_of_runtimes_under_the_engines(line: str, category: str) -> None:

@@ -24,10 +24,11 @@ accelerator) and `vllm serve` with a structured-outputs backend it does not have
 H200) gave, in scripts/: remote code whose modeling file is not there (transformers, and vLLM, which only warns),
 a block size no backend takes given to LLM(), transformers' device_map="mps" on Linux and an AWQ config over plain
 weights; two NCCL runs on the H200 with no network to use (gpu-nccl-*); and transformers serve's --dtype float8. A
-sixth (12) gave SGLang's remote code whose modeling file is not there.
-Each index.jsonl has the
-command, the exit code (or what happened instead) where known, and the category and root-cause line: a person's
-reading of each log, not firstlight's output.
+sixth (12) gave SGLang's remote code whose modeling file is not there. A seventh (29, each launch with another
+release of one package first on PYTHONPATH, as after a hand upgrade) gave `vllm serve` with a starlette too old for
+its fastapi (a private module that release lacks). Each index.jsonl has the command, the exit code (or what
+happened instead) where known, and the category and root-cause line: a person's reading of each log, not
+firstlight's output.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ _TRIGGER_WORDS = re.compile(
     r"no plugins available|and above|headdim is different|currently supported|get_vocab method|without gpu support|"
     r"not installed|expected tpu devices|compression config of type|parameters not in model|missing \d+ parameters|"
     r"no gfx arch|unset |generated 0 |expected scalar type|too many blocks|(weight|shard) files?\b|"
-    r"enclosed in double quotes|unexpected keyword|interface found"
+    r"enclosed in double quotes|unexpected keyword|interface found|read-only file system|quota exceeded"
 )
 _TRIGGER_CASED = re.compile(r"SSL|\b[EF]\d{4} \d\d:\d\d|\bCANN\b")
 
