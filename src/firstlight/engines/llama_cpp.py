@@ -59,8 +59,13 @@ LLAMA_CPP = EngineAdapter(
                 r"load_model: loading model '|llama_model_loader: loaded meta data|l(oad|lm_load)_tensors: "
                 r"(loading model tensors|offloading|ggml ctx size)",
             ),
-            # the loader prints a dot per tensor group and ends the row when the last one is in
-            ("weights_loaded", r"l(oad|lm_load)_tensors: +\S+ model buffer size|llama_model_load: .*done|^\.{10,}\s*$"),
+            # the loader prints a dot per tensor group and ends the row when the last one is in; a build that logs
+            # less (2026, verbosity 3) says nothing of the tensors, but its context is made only once they are loaded
+            (
+                "weights_loaded",
+                r"l(oad|lm_load)_tensors: +\S+ model buffer size|llama_model_load: .*done|^\.{10,}\s*$|"
+                r"\bllama_(context|new_context_with_model): ",
+            ),
             # the threadpool starts once the model and its context (the KV cache) exist
             (
                 "kv_cache_allocated",
