@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,15 +179,24 @@ class Case:
     entry: list[str] | None = None  # another way in than the engine's own
     limits: dict[int, int] = field(default_factory=dict)  # resource.RLIMIT_* -> the soft and hard limit
     kwargs: dict[str, object] = field(default_factory=dict)  # a script's keyword arguments (None: left out)
+    timeout: float = 240  # stopped after this long: a launch that hangs is recorded as one
 
 
-@contextmanager
-def port_taken() -> Iterator[None]:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", PORT))
-        s.listen()
-        yield
+def taken(port: int) -> Callable[[], AbstractContextManager[None]]:
+    """Another process listening on `port` meanwhile."""
+
+    @contextmanager
+    def listening() -> Iterator[None]:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            yield
+
+    return listening
+
+
+port_taken = taken(PORT)
 
 
 def _copy_of_model(name: str, skip: tuple[str, ...] = ()) -> Path:
@@ -373,13 +382,14 @@ BUILD_ARCHITECTURE = (
 
 def of_architecture(model_type: str, **dims: object) -> Callable[[], Path]:
     """A tiny randomly initialised model of another architecture (transformers builds it in the engine's
-    environment) with the tiny model's tokenizer: a model the engine may not implement."""
+    environment) with the tiny model's tokenizer and its vocabulary size: a model the engine may not implement."""
 
     def make() -> Path:
         path = SCRATCH / f"arch-{model_type}"
         if not (path / "config.json").exists():
             python = ROOT / ".venv-engine" / "bin" / "python"
-            subprocess.run([python, "-c", BUILD_ARCHITECTURE, model_type, json.dumps(dims), path], check=True)
+            sizes = json.dumps({"vocab_size": json.loads((MODEL / "config.json").read_text())["vocab_size"], **dims})
+            subprocess.run([python, "-c", BUILD_ARCHITECTURE, model_type, sizes, path], check=True)
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(MODEL / name, path / name)
         return path
@@ -538,7 +548,7 @@ ARCHITECTURE_CASES = [
     Case(
         "t5-encoder-decoder",
         [],
-        model=of_architecture("t5", d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16, vocab_size=1283),
+        model=of_architecture("t5", d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16),
     ),
     Case(
         "bart-encoder-decoder",
@@ -552,10 +562,9 @@ ARCHITECTURE_CASES = [
             decoder_attention_heads=4,
             encoder_ffn_dim=128,
             decoder_ffn_dim=128,
-            vocab_size=1283,
         ),
     ),
-    Case("xlnet", [], model=of_architecture("xlnet", d_model=64, n_layer=2, n_head=4, d_inner=128, vocab_size=1283)),
+    Case("xlnet", [], model=of_architecture("xlnet", d_model=64, n_layer=2, n_head=4, d_inner=128)),
     Case(
         "rwkv",
         [],
@@ -565,14 +574,11 @@ ARCHITECTURE_CASES = [
             num_hidden_layers=2,
             attention_hidden_size=64,
             intermediate_size=128,
-            vocab_size=1283,
         ),
     ),
-    Case(
-        "mamba", [], model=of_architecture("mamba", hidden_size=64, num_hidden_layers=2, state_size=8, vocab_size=1283)
-    ),
-    Case("bert-encoder", [], model=of_architecture("bert", **TINY, vocab_size=1283)),
-    Case("ctrl", [], model=of_architecture("ctrl", n_embd=64, n_layer=2, n_head=4, dff=128, vocab_size=1283)),
+    Case("mamba", [], model=of_architecture("mamba", hidden_size=64, num_hidden_layers=2, state_size=8)),
+    Case("bert-encoder", [], model=of_architecture("bert", **TINY)),
+    Case("ctrl", [], model=of_architecture("ctrl", n_embd=64, n_layer=2, n_head=4, dff=128)),
     Case(
         "deepseek-v3-mla-moe",
         [],
@@ -591,8 +597,39 @@ ARCHITECTURE_CASES = [
             first_k_dense_replace=1,
             n_group=1,
             topk_group=1,
-            vocab_size=1283,
         ),
+    ),
+]
+
+# Distributed set-up going wrong: a node that never joins, an address no one answers at, a network interface or a
+# port that is not there, CPU binding the host cannot give (several ranks on the CPU: gloo and shared memory)
+UNREACHABLE = "10.255.255.1"
+VLLM_DISTRIBUTED_CASES = [
+    Case("tp2-gloo-interface-missing", ["--tensor-parallel-size", "2"], env={"GLOO_SOCKET_IFNAME": "nosuchif0"}),
+    Case("tp2-host-ip-not-local", ["--tensor-parallel-size", "2"], env={"VLLM_HOST_IP": UNREACHABLE}, timeout=120),
+    Case("dp2-address-unreachable", ["--data-parallel-size", "2", "--data-parallel-address", UNREACHABLE], timeout=120),
+    Case("omp-threads-bind-unknown", ["--tensor-parallel-size", "2"], env={"VLLM_CPU_OMP_THREADS_BIND": "nova"}),
+    Case("omp-threads-bind-cores-absent", [], env={"VLLM_CPU_OMP_THREADS_BIND": "64-127"}),
+    Case(
+        "tp2-second-node-never-joins",
+        ["--tensor-parallel-size", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1"],
+        timeout=120,
+    ),
+]
+SGLANG_DISTRIBUTED_CASES = [
+    Case("dist-init-addr-unreachable", ["--dist-init-addr", f"{UNREACHABLE}:30500"], timeout=120),
+    Case(
+        "second-node-never-joins",
+        ["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:30500"],
+        timeout=120,
+    ),
+    Case("dist-init-addr-unresolvable", ["--dist-init-addr", "nova-head:30500"], timeout=120),
+    Case("nccl-port-taken", ["--nccl-port", str(PORT + 1)], setup=taken(PORT + 1)),
+    Case("gloo-interface-missing", [], env={"GLOO_SOCKET_IFNAME": "nosuchif0"}),
+    Case(
+        "second-node-never-joins-dist-timeout-5",
+        ["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "127.0.0.1:30500", "--dist-timeout", "5"],
+        timeout=120,
     ),
 ]
 
@@ -643,6 +680,7 @@ SGLANG_CASES = [
     *SERVER_RELEASES,
     *QUANTIZED_CASES,
     *ARCHITECTURE_CASES,
+    *SGLANG_DISTRIBUTED_CASES,
     other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
     other_release("openai-1.3-on-path", "openai==1.3.0"),
     other_release("xgrammar-0.1-on-path", "xgrammar==0.1.10"),
@@ -738,6 +776,7 @@ VLLM_SERVE_CASES = [
     *SERVER_RELEASES,
     *QUANTIZED_CASES,
     *ARCHITECTURE_CASES,
+    *VLLM_DISTRIBUTED_CASES,
     other_release("tokenizers-0.19-on-path", "tokenizers==0.19.1"),
     other_release("openai-1.3-on-path", "openai==1.3.0"),
     other_release("compressed-tensors-0.9-on-path", "compressed-tensors==0.9.0"),
@@ -914,7 +953,7 @@ def _keyword(arg: tuple[str, str | None]) -> tuple[str, object]:
     return name, int(value) if value.isdigit() else value
 
 
-def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dict[str, object]:
+def record(engine_name: str, case: Case, out: Path) -> dict[str, object]:
     engine = ENGINES[engine_name]
     argv = launch_argv(engine, case)
     env = {**os.environ, **engine.env}
@@ -929,7 +968,7 @@ def record(engine_name: str, case: Case, out: Path, timeout: float = 240) -> dic
         proc = subprocess.Popen(
             argv, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_limited(case.limits)
         )
-        code = wait_for_exit(proc, log, engine.ready, timeout)
+        code = wait_for_exit(proc, log, engine.ready, case.timeout)
         _reap_group(proc.pid)
     if engine.ready is None and code == 0:
         code = "came up: not a failure (the script ran to its end)"

@@ -221,6 +221,45 @@ AssertionError
     assert raised_in("/s/sglang/srt/distributed/parallel_state.py")[0] == "unknown"
 
 
+def test_a_generic_exception_under_the_transformers_fallback_is_the_architecture() -> None:
+    """Constructed in vLLM's form: its Transformers fallback (no code of its own for T5) fails on the model."""
+    log = """\
+Traceback (most recent call last):
+  File "/s/vllm/model_executor/models/transformers/base.py", line 290, in _decorate_for_torch_compile
+    self._decorate_cls_for_torch_compile(
+  File "/s/vllm/compilation/decorators.py", line 236, in cls_decorator_helper
+    raise ValueError(
+ValueError: Argument position_ids not found in the forward method of <class 'transformers.models.t5.T5Stack'>
+"""
+    d = diagnose_text(log).diagnosis
+    assert d is not None and d.category == "model_arch_unsupported" and d.confidence < 0.8  # broad
+    assert diagnose_text(log.replace("models/transformers/base.py", "worker/gpu_worker.py")).diagnosis.category == (
+        "unknown"
+    )
+
+
+def test_a_module_not_there_is_told_where_the_engine_says_how_to_get_it() -> None:
+    """Constructed in vLLM's form: the ImportError raised while handling the missing module names its version."""
+    missing = """\
+Traceback (most recent call last):
+  File "/s/vllm/model_executor/layers/quantization/torchao.py", line 174, in from_config
+    from torchao.core.config import config_from_dict
+ModuleNotFoundError: No module named 'torchao'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/s/vllm/model_executor/layers/quantization/torchao.py", line 176, in from_config
+    raise ImportError(
+"""
+    told = "ImportError: Please install torchao>=0.10.0 via `pip install torchao>=0.10.0` to use torchao quantization."
+    d = diagnose_text(missing + told + "\n").diagnosis
+    assert d is not None and d.root_cause_line.strip() == told and d.category == "import_dependency_error"
+    # an exception that does not name the package says nothing of how to get it
+    other = diagnose_text(missing + "ImportError: Please install the quantization extras.\n").diagnosis
+    assert other is not None and other.root_cause_line.strip() == "ModuleNotFoundError: No module named 'torchao'"
+
+
 @pytest.mark.parametrize("sig", load_signatures(), ids=lambda s: s.id)
 def test_every_signature_names_its_source_and_passes_the_prefilter(sig) -> None:
     assert sig.source and sig.versions, f"{sig.id}: add `source` and `versions`"

@@ -26,7 +26,10 @@ a block size no backend takes given to LLM(), transformers' device_map="mps" on 
 weights; two NCCL runs on the H200 with no network to use (gpu-nccl-*); and transformers serve's --dtype float8. A
 sixth (12) gave SGLang's remote code whose modeling file is not there. A seventh (29, each launch with another
 release of one package first on PYTHONPATH, as after a hand upgrade) gave `vllm serve` with a starlette too old for
-its fastapi (a private module that release lacks). Each index.jsonl has the command, the exit code (or what
+its fastapi (a private module that release lacks). An eighth (47: configs that claim a quantization method over
+plain weights, tiny models of other architectures) gave a torchao or bitsandbytes config without the package (vLLM,
+SGLang), T5 and BERT run through the engines' Transformers fallback, and in scripts/ fbgemm FP8 on a machine without
+a GPU. Each index.jsonl has the command, the exit code (or what
 happened instead) where known, and the category and root-cause line: a person's reading of each log, not
 firstlight's output.
 """

@@ -152,8 +152,13 @@ class ExceptionChains:
 
     def retyped(self, chosen: Candidate) -> Candidate:
         """`chosen`, told by the exception raised while handling it when that one re-raises its message under a more
-        specific type (requests' JSONDecodeError for json's: the reply of an HTTP call, not a file)."""
+        specific type (requests' JSONDecodeError for json's: the reply of an HTTP call, not a file); or that one
+        itself when it says how to get the module `chosen` found missing (`ImportError: Please install
+        torchao>=0.10.0 ... to use torchao quantization` over `No module named 'torchao'`): the version and the use."""
         later = self._next.get(chosen.line_no)
+        if later is not None and _instructs(chosen, later):  # the module is not there at all, whatever it asks for
+            why = f"says how to get the module line {chosen.line_no} lacks"
+            return replace(_told_by(later, chosen, why), score=chosen.score)
         if (
             later is None
             or later.signature is None
@@ -163,6 +168,14 @@ class ExceptionChains:
         ):
             return chosen
         return _told_by(chosen, later, f"line {later.line_no} re-raises its message as {later.category}")
+
+
+def _instructs(missing: Candidate, later: Candidate) -> bool:
+    """`later` names the package of the module `missing` says is not there."""
+    module = _MISSING_MODULE.search(missing.line)
+    if module is None or later.signature is None or _MISSING_MODULE.search(later.line):
+        return False
+    return re.search(rf"\b{re.escape(module['mod'].split('.')[0])}\b", later.line) is not None
 
 
 def _told_by(head: Candidate, later: Candidate, why: str) -> Candidate:
@@ -197,6 +210,7 @@ def _restated(earlier: str, later: str) -> bool:
     return message is not None and then is not None and then["msg"] is not None and then["msg"].strip() == message
 
 
+_MISSING_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
 STATED_CHARS = 24  # a message this long, repeated at the end of a later line, is the same statement
 _EXCEPTION_TYPE = re.compile(r"[\w.]{0,80}(?:Error|Exception)\w{0,40}: ")
 # A level word before a message: the line says its own level, so it is not a copy of a warning

@@ -15,6 +15,7 @@ from firstlight.diagnosis.places import (
     DRAFT_MODELS,
     DRAFT_SOURCES,
     ENGINE_KEYWORD_UNKNOWN,
+    FALLBACK_MODELS,
     FIRST_OF_LISTING,
     FRAME_LINE,
     KEYED_LOADER,
@@ -23,6 +24,7 @@ from firstlight.diagnosis.places import (
     QUANTIZED_WEIGHTS,
     RAISED_IN_CONFIG,
     RAISED_IN_DRAFT,
+    RAISED_IN_FALLBACK,
     RAISED_IN_WEIGHT_LOADER,
     SETTINGS_CHECK,
     SHAPE_MISMATCH,
@@ -207,6 +209,9 @@ class TracebackPlace:
             return sig, f"a KeyError in a weight loader ({where}, {function}){quantized}"
         if raised is not None and raised["exc"] == "IndexError" and self._takes_first_listed():
             return NOTHING_LISTED, f"an IndexError taking the first of a listing that found nothing ({where})"
+        fallback = next((f for f in self.passed if FALLBACK_MODELS.search(f)), None)
+        if fallback is not None:
+            return RAISED_IN_FALLBACK, f"raised while the Transformers fallback ran the model ({fallback})"
         if SETTINGS_CHECK.fullmatch(function):
             return RAISED_IN_CONFIG, f"raised by {function}, which checks the settings ({where})"
         return self._named(line, raised)

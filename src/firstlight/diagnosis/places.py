@@ -87,6 +87,21 @@ QUANTIZED_WEIGHTS = Signature(
     "model, the unquantized model, or an engine version that supports the combination.",
 )
 
+# A generic exception raised while the engine runs a model through its Transformers fallback (vLLM's
+# model_executor/models/transformers/, SGLang's models/transformers.py: the engine has no code of its own for the
+# architecture) is the fallback failing on a model it cannot drive: a forward signature, a layer or a config field
+# it needs and this architecture does not have (an encoder-decoder, a model without position ids).
+FALLBACK_MODELS = re.compile(r"/models/transformers(?:/\w+)?\.py in ")
+RAISED_IN_FALLBACK = Signature(
+    "raised_in_transformers_fallback",
+    "model_arch_unsupported",
+    0.6,
+    EXCEPTION_LINE,
+    "The engine has no implementation of this architecture and its Transformers fallback could not run the model "
+    "where it was raised (an encoder-decoder, a forward without the arguments it passes, a layer type it does not "
+    "know). Use an engine version that implements the architecture natively, or another engine.",
+)
+
 # A tensor shape mismatch raised while a speculative-decoding draft model loads or runs: the draft does not fit
 # the target (a draft trained for another target model, of another hidden size or vocabulary, or for another
 # method: EAGLE-3's fused input is three hidden states wide, EAGLE's one). Elsewhere a shape mismatch is placed like
